@@ -1,0 +1,273 @@
+//! The signed HTTP client for the two endpoints.
+
+use super::credentials::Credentials;
+use super::error::ApiError;
+use super::fields::DecodeProblem;
+use super::model::{decode_account_info, decode_bill_page, AccountInfo, BillPage};
+use super::sign::sign;
+use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use serde::Serialize;
+use serde_json::Value;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub const BILLS_PATH: &str = "/capi/v2/account/bills";
+pub const ACCOUNT_PATH: &str = "/capi/v2/account/account";
+/// The most bills one query may return (spec 4.1).
+pub const MAX_PAGE: u32 = 100;
+
+/// The endpoint label of the exporter's own metrics.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Endpoint {
+    Bills,
+    Account,
+}
+
+impl Endpoint {
+    pub const ALL: [Endpoint; 2] = [Endpoint::Bills, Endpoint::Account];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Endpoint::Bills => "bills",
+            Endpoint::Account => "account",
+        }
+    }
+}
+
+/// The bill query's body. Unused filters are left out rather than sent empty: every field is
+/// optional (spec 4.1), so leaving one out cannot be read as "filter for the empty string".
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BillQuery {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub coin: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub symbol: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub business_type: Option<String>,
+    pub start_time: i64,
+    pub end_time: i64,
+    pub limit: u32,
+}
+
+/// An answer together with the fields that could not be read in it.
+#[derive(Debug)]
+pub struct Answer<T> {
+    pub value: T,
+    pub problems: Vec<DecodeProblem>,
+}
+
+/// Where and how to reach the exchange.
+#[derive(Debug, Clone)]
+pub struct ClientSettings {
+    /// Without a trailing slash.
+    pub base_url: String,
+    pub timeout: Duration,
+    pub locale: String,
+}
+
+/// A client for one account's credentials.
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    settings: ClientSettings,
+    credentials: Credentials,
+}
+
+impl Client {
+    pub fn new(http: reqwest::Client, settings: ClientSettings, credentials: Credentials) -> Self {
+        Self { http, settings, credentials }
+    }
+
+    /// A connection pool to share between the accounts' clients.
+    pub fn http_pool(timeout: Duration) -> Result<reqwest::Client, ApiError> {
+        reqwest::Client::builder()
+            .timeout(timeout)
+            .connect_timeout(timeout)
+            .user_agent(concat!("capi_exporter/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| ApiError::Transport(error_chain(&e)))
+    }
+
+    /// `GET /capi/v2/account/account?coinId=N`.
+    pub async fn account(&self, coin_id: u64) -> Result<Answer<AccountInfo>, ApiError> {
+        let query = format!("coinId={coin_id}");
+        let body = self.send(reqwest::Method::GET, ACCOUNT_PATH, &query, Vec::new()).await?;
+        decode_with(&body, &["account", "collateral", "position"], decode_account_info)
+    }
+
+    /// `POST /capi/v2/account/bills`.
+    pub async fn bills(&self, query: &BillQuery) -> Result<Answer<BillPage>, ApiError> {
+        let body = serde_json::to_vec(query).map_err(|e| ApiError::Decode(e.to_string()))?;
+        let answer = self.send(reqwest::Method::POST, BILLS_PATH, "", body).await?;
+        decode_with(&answer, &["items", "hasNextPage"], decode_bill_page)
+    }
+
+    /// Signs and sends one request, returning the body of a successful answer.
+    async fn send(&self, method: reqwest::Method, path: &str, query: &str, body: Vec<u8>) -> Result<Value, ApiError> {
+        let timestamp = now_millis().to_string();
+        let signature = sign(self.credentials.secret.expose(), &timestamp, method.as_str(), path, query, &body);
+        let mut url = format!("{}{}", self.settings.base_url, path);
+        if !query.is_empty() {
+            url.push('?');
+            url.push_str(query);
+        }
+        let headers = self.headers(&timestamp, &signature)?;
+        let response = self
+            .http
+            .request(method, url)
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| self.transport_error(&e))?;
+        let status = response.status();
+        let retry_after = retry_after(response.headers());
+        let bytes = response.bytes().await.map_err(|e| self.transport_error(&e))?;
+        interpret(status.as_u16(), retry_after, &bytes)
+    }
+
+    fn headers(&self, timestamp: &str, signature: &str) -> Result<HeaderMap, ApiError> {
+        let value = |text: &str| {
+            HeaderValue::from_str(text)
+                .map_err(|_| ApiError::Transport("a credential contains characters not allowed in HTTP headers".into()))
+        };
+        let mut headers = HeaderMap::new();
+        let mut key = value(self.credentials.api_key.expose())?;
+        let mut passphrase = value(self.credentials.passphrase.expose())?;
+        key.set_sensitive(true);
+        passphrase.set_sensitive(true);
+        headers.insert("ACCESS-KEY", key);
+        headers.insert("ACCESS-SIGN", value(signature)?);
+        headers.insert("ACCESS-PASSPHRASE", passphrase);
+        headers.insert("ACCESS-TIMESTAMP", value(timestamp)?);
+        headers.insert("locale", value(&self.settings.locale)?);
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        Ok(headers)
+    }
+
+    fn transport_error(&self, error: &reqwest::Error) -> ApiError {
+        if error.is_timeout() {
+            ApiError::Timeout(self.settings.timeout)
+        } else {
+            ApiError::Transport(error_chain(error))
+        }
+    }
+}
+
+/// Turns a complete HTTP answer into a JSON body or the error it carries.
+fn interpret(status: u16, retry_after: Option<Duration>, body: &[u8]) -> Result<Value, ApiError> {
+    if status == 429 {
+        return Err(ApiError::RateLimited { retry_after });
+    }
+    let json: Option<Value> = serde_json::from_slice(body).ok();
+    if let Some(error) = json.as_ref().and_then(exchange_error) {
+        return Err(error);
+    }
+    match (status, json) {
+        (200..=299, Some(json)) => Ok(json),
+        (200..=299, None) => Err(ApiError::Decode(format!("not JSON ({} bytes): {}", body.len(), snippet(body)))),
+        (status, _) => Err(ApiError::Http { status, snippet: snippet(body) }),
+    }
+}
+
+/// The documented error body `{"code":"40009","msg":"...","requestTime":...}`; the code may be a
+/// string or a number. Success bodies never carry a `code`, so its presence alone marks an error
+/// unless it is one of the usual "OK" codes some gateways add.
+fn exchange_error(json: &Value) -> Option<ApiError> {
+    let object = json.as_object()?;
+    let code = match object.get("code")? {
+        Value::String(s) => s.clone(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    if matches!(code.as_str(), "0" | "00000" | "200") {
+        return None;
+    }
+    let message = object.get("msg").and_then(Value::as_str).unwrap_or_default();
+    Some(ApiError::Exchange { code, message: one_line(message, 200) })
+}
+
+/// Decodes a JSON answer whose top level must hold at least one of `expected`.
+fn decode_with<T>(
+    body: &Value,
+    expected: &[&str],
+    decode: fn(&Value, &mut Vec<DecodeProblem>) -> Result<T, &'static str>,
+) -> Result<Answer<T>, ApiError> {
+    let has_expected = body.as_object().is_some_and(|o| expected.iter().any(|k| o.contains_key(*k)));
+    if !has_expected {
+        return Err(ApiError::Decode(format!("none of the fields {expected:?} in the answer")));
+    }
+    let mut problems = Vec::new();
+    let value = decode(body, &mut problems).map_err(|e| ApiError::Decode(e.to_string()))?;
+    Ok(Answer { value, problems })
+}
+
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let seconds: u64 = headers.get(RETRY_AFTER)?.to_str().ok()?.trim().parse().ok()?;
+    Some(Duration::from_secs(seconds))
+}
+
+/// The start of a body, on one line, for error messages (HTML error pages can be long).
+fn snippet(body: &[u8]) -> String {
+    one_line(&String::from_utf8_lossy(body), 120)
+}
+
+fn one_line(text: &str, max_chars: usize) -> String {
+    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match flat.char_indices().nth(max_chars) {
+        Some((cut, _)) => format!("{}...", &flat[..cut]),
+        None => flat,
+    }
+}
+
+/// reqwest's message plus its causes ("connection refused" lives in a source error).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Milliseconds since the epoch by this machine's clock.
+pub fn now_millis() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bill_body_is_compact_and_leaves_out_unused_filters() {
+        let query = BillQuery { start_time: 1, end_time: 2, limit: 100, ..Default::default() };
+        assert_eq!(serde_json::to_string(&query).unwrap(), r#"{"startTime":1,"endTime":2,"limit":100}"#);
+        let query = BillQuery { business_type: Some("deposit".into()), ..query };
+        assert_eq!(
+            serde_json::to_string(&query).unwrap(),
+            r#"{"businessType":"deposit","startTime":1,"endTime":2,"limit":100}"#
+        );
+    }
+
+    #[test]
+    fn error_bodies_become_typed_errors() {
+        let exchange = interpret(400, None, br#"{"code":40009,"msg":"bad sign","requestTime":1}"#);
+        assert!(matches!(exchange, Err(ApiError::Exchange { ref code, .. }) if code == "40009"));
+        let html = interpret(502, None, b"<html>\n<body>Bad Gateway</body></html>");
+        assert!(matches!(html, Err(ApiError::Http { status: 502, ref snippet }) if snippet == "<html> <body>Bad Gateway</body></html>"));
+        let limited = interpret(429, Some(Duration::from_secs(3)), b"");
+        assert!(matches!(limited, Err(ApiError::RateLimited { retry_after: Some(d) }) if d.as_secs() == 3));
+        let truncated = interpret(200, None, br#"{"hasNextPage":false,"ite"#);
+        assert!(matches!(truncated, Err(ApiError::Decode(_))));
+        assert!(interpret(200, None, br#"{"code":"00000","items":[]}"#).is_ok());
+    }
+
+    #[test]
+    fn an_answer_without_the_expected_fields_is_a_decode_error() {
+        let body = serde_json::json!({"something": 1});
+        assert!(matches!(decode_with(&body, &["items"], decode_bill_page), Err(ApiError::Decode(_))));
+    }
+}

@@ -1,0 +1,129 @@
+//! Everything a request to the exchange can end in, besides an answer.
+
+use std::time::Duration;
+
+/// The label value of `capi_api_requests_total{outcome}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Outcome {
+    Success,
+    RateLimited,
+    AuthError,
+    ExchangeError,
+    HttpError,
+    Timeout,
+    TransportError,
+    DecodeError,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 8] = [
+        Outcome::Success,
+        Outcome::RateLimited,
+        Outcome::AuthError,
+        Outcome::ExchangeError,
+        Outcome::HttpError,
+        Outcome::Timeout,
+        Outcome::TransportError,
+        Outcome::DecodeError,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Success => "success",
+            Outcome::RateLimited => "rate_limited",
+            Outcome::AuthError => "auth_error",
+            Outcome::ExchangeError => "exchange_error",
+            Outcome::HttpError => "http_error",
+            Outcome::Timeout => "timeout",
+            Outcome::TransportError => "transport_error",
+            Outcome::DecodeError => "decode_error",
+        }
+    }
+}
+
+/// A failed request. Messages carry no secret: the client never puts headers into them.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    #[error("exchange refused the request: code {code} ({}): {message}", code_meaning(.code))]
+    Exchange { code: String, message: String },
+    #[error("rate limited by the exchange (HTTP 429){}", .retry_after.map(|d| format!(", retry after {}s", d.as_secs())).unwrap_or_default())]
+    RateLimited { retry_after: Option<Duration> },
+    #[error("HTTP {status} from the exchange: {snippet}")]
+    Http { status: u16, snippet: String },
+    #[error("no answer within {0:?}")]
+    Timeout(Duration),
+    #[error("cannot reach the exchange: {0}")]
+    Transport(String),
+    #[error("unreadable answer: {0}")]
+    Decode(String),
+}
+
+impl ApiError {
+    pub fn outcome(&self) -> Outcome {
+        match self {
+            ApiError::Exchange { code, .. } if is_auth_code(code) => Outcome::AuthError,
+            ApiError::Exchange { .. } => Outcome::ExchangeError,
+            ApiError::RateLimited { .. } => Outcome::RateLimited,
+            ApiError::Http { .. } => Outcome::HttpError,
+            ApiError::Timeout(_) => Outcome::Timeout,
+            ApiError::Transport(_) => Outcome::TransportError,
+            ApiError::Decode(_) => Outcome::DecodeError,
+        }
+    }
+
+    /// The exchange's error code, when it gave one.
+    pub fn exchange_code(&self) -> Option<&str> {
+        match self {
+            ApiError::Exchange { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+}
+
+/// Codes that mean the key, its signature or its permissions are not accepted: retrying the same
+/// request cannot help, a person has to act.
+pub fn is_auth_code(code: &str) -> bool {
+    matches!(
+        code,
+        "40001" | "40002" | "40003" | "40005" | "40006" | "40008" | "40009" | "40011" | "40012" | "40013" | "40014"
+            | "40016" | "40018"
+    )
+}
+
+/// What each documented error code means, for logs that a person can act on.
+pub fn code_meaning(code: &str) -> &'static str {
+    match code {
+        "40001" => "ACCESS-KEY header is empty",
+        "40002" => "ACCESS-SIGN header is empty",
+        "40003" => "ACCESS-TIMESTAMP header is empty",
+        "40005" => "invalid ACCESS-TIMESTAMP",
+        "40006" => "invalid API key",
+        "40007" => "invalid Content-Type",
+        "40008" => "timestamp expired: check this machine's clock",
+        "40009" => "signature verification failed: check the API secret",
+        "40011" => "ACCESS-PASSPHRASE header is empty",
+        "40012" => "wrong API key or passphrase",
+        "40013" => "user is frozen",
+        "40014" => "the API key lacks the permission for this endpoint",
+        "40015" => "exchange system error",
+        "40016" => "the account must bind a phone or authenticator",
+        "40017" => "parameter verification failed",
+        "40018" => "request from an IP address the key does not allow",
+        _ => "undocumented code",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auth_codes_and_other_codes_get_their_own_outcomes() {
+        let exchange = |code: &str| ApiError::Exchange { code: code.into(), message: String::new() };
+        assert_eq!(exchange("40009").outcome(), Outcome::AuthError);
+        assert_eq!(exchange("40018").outcome(), Outcome::AuthError);
+        assert_eq!(exchange("40015").outcome(), Outcome::ExchangeError);
+        assert_eq!(exchange("40017").outcome(), Outcome::ExchangeError);
+        assert!(exchange("40008").to_string().contains("clock"));
+    }
+}

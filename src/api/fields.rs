@@ -1,0 +1,294 @@
+//! Lenient decoding of single JSON fields.
+//!
+//! The exchange's documentation disagrees with its own samples (strings versus numbers, `cTime`
+//! versus `ctime`), so every field accepts each form that carries the same value. A field that
+//! cannot be read is recorded as a [`DecodeProblem`] and left empty: one bad field never throws
+//! away the record or the response around it.
+
+use rust_decimal::prelude::ToPrimitive;
+use rust_decimal::Decimal;
+use serde_json::{Map, Value};
+use std::str::FromStr;
+
+/// One field that was present but could not be read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DecodeProblem {
+    /// The record kind, e.g. `collateral`.
+    pub record: &'static str,
+    /// The field name as the exchange spells it.
+    pub field: String,
+    /// What was wrong, without the value itself (values may be large).
+    pub detail: &'static str,
+}
+
+/// How a numeric field turns into a gauge value and a metric name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A plain number or decimal.
+    Plain,
+    /// A boolean, exposed as 0 or 1.
+    Boolean,
+    /// Milliseconds since the epoch, exposed in seconds as `..._timestamp_seconds`.
+    TimestampMillis,
+    /// A duration in milliseconds, exposed in seconds.
+    DurationMillis,
+}
+
+/// A value type that a record field can hold.
+pub trait FieldValue: Sized {
+    const UNIT: Unit;
+    fn decode(value: &Value) -> Result<Self, &'static str>;
+    fn as_f64(&self) -> f64;
+}
+
+impl FieldValue for Decimal {
+    const UNIT: Unit = Unit::Plain;
+    fn decode(value: &Value) -> Result<Self, &'static str> {
+        decimal(value)
+    }
+    fn as_f64(&self) -> f64 {
+        self.to_f64().unwrap_or(f64::NAN)
+    }
+}
+
+impl FieldValue for bool {
+    const UNIT: Unit = Unit::Boolean;
+    fn decode(value: &Value) -> Result<Self, &'static str> {
+        match value {
+            Value::Bool(b) => Ok(*b),
+            Value::String(s) if s.eq_ignore_ascii_case("true") => Ok(true),
+            Value::String(s) if s.eq_ignore_ascii_case("false") => Ok(false),
+            Value::Number(n) if n.to_string() == "0" => Ok(false),
+            Value::Number(n) if n.to_string() == "1" => Ok(true),
+            _ => Err("not a boolean"),
+        }
+    }
+    fn as_f64(&self) -> f64 {
+        f64::from(u8::from(*self))
+    }
+}
+
+/// Milliseconds since the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Millis(pub i64);
+
+impl FieldValue for Millis {
+    const UNIT: Unit = Unit::TimestampMillis;
+    fn decode(value: &Value) -> Result<Self, &'static str> {
+        integer(value).map(Millis)
+    }
+    fn as_f64(&self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+}
+
+/// A duration in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DurationMillis(pub i64);
+
+impl FieldValue for DurationMillis {
+    const UNIT: Unit = Unit::DurationMillis;
+    fn decode(value: &Value) -> Result<Self, &'static str> {
+        integer(value).map(DurationMillis)
+    }
+    fn as_f64(&self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+}
+
+/// Decimal text (or a JSON number, kept exact by serde_json's `arbitrary_precision`).
+pub fn decimal(value: &Value) -> Result<Decimal, &'static str> {
+    let text = match value {
+        Value::String(s) => s.trim(),
+        Value::Number(n) => return parse_decimal(&n.to_string()),
+        _ => return Err("not a decimal"),
+    };
+    parse_decimal(text)
+}
+
+fn parse_decimal(text: &str) -> Result<Decimal, &'static str> {
+    Decimal::from_str(text)
+        .or_else(|_| Decimal::from_scientific(text))
+        .map_err(|_| "not a decimal")
+}
+
+/// A whole number, from a JSON integer or digit text; never through a float.
+pub fn integer(value: &Value) -> Result<i64, &'static str> {
+    match value {
+        Value::Number(n) => n.as_i64().ok_or("not an integer"),
+        Value::String(s) => s.trim().parse().map_err(|_| "not an integer"),
+        _ => Err("not an integer"),
+    }
+}
+
+/// Identifier or label text: strings as they are, integers as their exact digits.
+pub fn text(value: &Value) -> Result<String, &'static str> {
+    match value {
+        Value::String(s) => Ok(s.clone()),
+        Value::Number(n) if is_integer_text(&n.to_string()) => Ok(n.to_string()),
+        Value::Bool(b) => Ok(b.to_string()),
+        _ => Err("not text"),
+    }
+}
+
+fn is_integer_text(s: &str) -> bool {
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Reads the fields of one JSON object, collecting problems instead of failing.
+pub struct FieldReader<'a> {
+    object: &'a Map<String, Value>,
+    record: &'static str,
+    problems: &'a mut Vec<DecodeProblem>,
+}
+
+impl<'a> FieldReader<'a> {
+    pub fn new(object: &'a Map<String, Value>, record: &'static str, problems: &'a mut Vec<DecodeProblem>) -> Self {
+        Self { object, record, problems }
+    }
+
+    /// The raw value of the first of `names` that is present and not null.
+    pub fn raw<'n>(&self, names: &[&'n str]) -> Option<(&'a Value, &'n str)> {
+        let object: &'a Map<String, Value> = self.object;
+        names
+            .iter()
+            .find_map(|name| object.get(*name).filter(|v| !v.is_null()).map(|v| (v, *name)))
+    }
+
+    /// Decodes a field that may be spelled several ways; absent or null gives `None` silently.
+    pub fn read<T>(&mut self, names: &[&str], decode: impl Fn(&'a Value) -> Result<T, &'static str>) -> Option<T> {
+        let (value, name) = self.raw(names)?;
+        match decode(value) {
+            Ok(v) => Some(v),
+            Err(detail) => {
+                let field = name.to_string();
+                self.problem(field, detail);
+                None
+            }
+        }
+    }
+
+    pub fn value<T: FieldValue>(&mut self, name: &str) -> Option<T> {
+        self.read(&[name], T::decode)
+    }
+
+    pub fn text(&mut self, name: &str) -> Option<String> {
+        self.read(&[name], text)
+    }
+
+    /// A nested object; anything else but absence or null is a problem.
+    pub fn object(&mut self, name: &str) -> Option<&'a Map<String, Value>> {
+        self.read(&[name], |v| v.as_object().ok_or("not an object"))
+    }
+
+    pub fn array(&mut self, name: &str) -> Option<&'a Vec<Value>> {
+        self.read(&[name], |v| v.as_array().ok_or("not an array"))
+    }
+
+    pub fn problem(&mut self, field: String, detail: &'static str) {
+        self.problems.push(DecodeProblem { record: self.record, field, detail });
+    }
+
+    pub fn problems(&mut self) -> &mut Vec<DecodeProblem> {
+        self.problems
+    }
+}
+
+/// One numeric field of a record, as the metrics layer walks it.
+pub struct NumericField<R> {
+    /// The field name as the exchange spells it; the metric is named after it.
+    pub name: &'static str,
+    pub help: &'static str,
+    pub unit: Unit,
+    pub value: fn(&R) -> Option<f64>,
+}
+
+/// Declares a record once: its typed struct, its lenient decoder and the list of its numeric
+/// fields, so that a field cannot be decoded and then forgotten by the metrics (or the reverse).
+macro_rules! record {
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident as $kind:literal {
+            text { $($text:ident),* $(,)? }
+            numbers { $($num:ident : $ty:ty => $help:literal),* $(,)? }
+        }
+    ) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Default, PartialEq)]
+        pub struct $name {
+            $(pub $text: Option<String>,)*
+            $(#[doc = $help] pub $num: Option<$ty>,)*
+        }
+
+        impl $name {
+            /// The numeric fields, in declaration order.
+            pub const NUMERIC_FIELDS: &'static [$crate::api::fields::NumericField<Self>] = &[
+                $($crate::api::fields::NumericField {
+                    name: stringify!($num),
+                    help: $help,
+                    unit: <$ty as $crate::api::fields::FieldValue>::UNIT,
+                    value: |r: &Self| r.$num.as_ref().map($crate::api::fields::FieldValue::as_f64),
+                },)*
+            ];
+
+            pub fn decode(
+                object: &serde_json::Map<String, serde_json::Value>,
+                problems: &mut Vec<$crate::api::fields::DecodeProblem>,
+            ) -> Self {
+                #[allow(unused_mut)]
+                let mut reader = $crate::api::fields::FieldReader::new(object, $kind, problems);
+                Self {
+                    $($text: reader.text(stringify!($text)),)*
+                    $($num: reader.value(stringify!($num)),)*
+                }
+            }
+        }
+    };
+}
+pub(crate) use record;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn decimals_come_from_text_or_exact_json_numbers() {
+        assert_eq!(decimal(&json!("-0.0031")), Ok(Decimal::from_str("-0.0031").unwrap()));
+        let parsed: Value = serde_json::from_str("0.1000000000000000055511").unwrap();
+        assert_eq!(decimal(&parsed).unwrap().to_string(), "0.1000000000000000055511");
+        assert_eq!(decimal(&json!("1e-3")).unwrap().to_string(), "0.001");
+        assert_eq!(decimal(&json!("abc")), Err("not a decimal"));
+        assert_eq!(decimal(&json!(true)), Err("not a decimal"));
+    }
+
+    #[test]
+    fn ids_above_two_to_the_53_keep_every_digit() {
+        let parsed: Value = serde_json::from_str("686960019383517339").unwrap();
+        assert_eq!(text(&parsed).unwrap(), "686960019383517339");
+        let huge: Value = serde_json::from_str("123456789012345678901234567890").unwrap();
+        assert_eq!(text(&huge).unwrap(), "123456789012345678901234567890");
+        assert_eq!(text(&json!(1.5)), Err("not text"));
+    }
+
+    #[test]
+    fn integers_never_go_through_floats() {
+        assert_eq!(integer(&json!("1713339011237")), Ok(1713339011237));
+        assert_eq!(integer(&json!(1713339011237_i64)), Ok(1713339011237));
+        assert_eq!(integer(&json!(1.5)), Err("not an integer"));
+        assert_eq!(integer(&json!("12a")), Err("not an integer"));
+    }
+
+    #[test]
+    fn a_bad_field_is_a_problem_and_the_others_survive() {
+        let object = json!({"a": "1.5", "b": "oops", "c": null}).as_object().unwrap().clone();
+        let mut problems = Vec::new();
+        let mut reader = FieldReader::new(&object, "test", &mut problems);
+        assert_eq!(reader.value::<Decimal>("a"), Some(Decimal::from_str("1.5").unwrap()));
+        assert_eq!(reader.value::<Decimal>("b"), None);
+        assert_eq!(reader.value::<Decimal>("c"), None);
+        assert_eq!(reader.value::<Decimal>("missing"), None);
+        assert_eq!(problems, vec![DecodeProblem { record: "test", field: "b".into(), detail: "not a decimal" }]);
+    }
+}

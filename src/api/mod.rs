@@ -1,0 +1,12 @@
+//! The exchange's API: signing, credentials, lenient models and the HTTP client.
+
+pub mod client;
+pub mod credentials;
+pub mod error;
+pub mod fields;
+pub mod model;
+pub mod sign;
+
+pub use client::{Answer, BillQuery, Client, ClientSettings, Endpoint};
+pub use credentials::{Credentials, Secret};
+pub use error::{ApiError, Outcome};

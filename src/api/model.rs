@@ -1,0 +1,396 @@
+//! Typed models of the two answers (spec sections 2.1 to 2.5) and their lenient decoding.
+
+use super::fields::{record, DecodeProblem, DurationMillis, FieldReader, Millis};
+use rust_decimal::Decimal;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The business types the bill query documents (spec 4.1), used to split a crowded millisecond.
+pub const BUSINESS_TYPES: [&str; 21] = [
+    "deposit",
+    "withdraw",
+    "transfer_in",
+    "transfer_out",
+    "margin_move_in",
+    "margin_move_out",
+    "position_open_long",
+    "position_open_short",
+    "position_close_long",
+    "position_close_short",
+    "position_funding",
+    "order_fill_fee_income",
+    "order_liquidate_fee_income",
+    "start_liquidate",
+    "finish_liquidate",
+    "order_fix_margin_amount",
+    "tracking_follow_pay",
+    "tracking_system_pre_receive",
+    "tracking_follow_back",
+    "tracking_trader_income",
+    "tracking_third_party_share",
+];
+
+/// One ledger entry (spec 2.1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Bill {
+    /// Exact id text: ids exceed 2^53 and ids one apart are different bills.
+    pub id: String,
+    pub coin: String,
+    pub symbol: String,
+    pub business_type: String,
+    pub amount: Option<Decimal>,
+    pub balance: Option<Decimal>,
+    pub fill_fee: Option<Decimal>,
+    /// Creation time in milliseconds (`cTime` or `ctime`).
+    pub ctime_ms: i64,
+}
+
+/// One page of the bill query.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct BillPage {
+    pub has_next_page: bool,
+    pub items: Vec<Bill>,
+}
+
+/// Decodes the bill query's answer. Items without a usable id or time cannot be counted exactly
+/// once, so they are dropped and reported as problems; the rest of the page is kept.
+pub fn decode_bill_page(body: &Value, problems: &mut Vec<DecodeProblem>) -> Result<BillPage, &'static str> {
+    let object = body.as_object().ok_or("bill answer is not a JSON object")?;
+    let mut reader = FieldReader::new(object, "bill_page", problems);
+    let has_next_page = reader.value::<bool>("hasNextPage");
+    let items = reader.array("items").ok_or("bill answer has no items array")?;
+    if has_next_page.is_none() {
+        reader.problem("hasNextPage".into(), "missing; assumed true so the window is split");
+    }
+    let items = items
+        .iter()
+        .filter_map(|item| decode_bill(item, reader.problems()))
+        .collect();
+    Ok(BillPage { has_next_page: has_next_page.unwrap_or(true), items })
+}
+
+fn decode_bill(item: &Value, problems: &mut Vec<DecodeProblem>) -> Option<Bill> {
+    let Some(object) = item.as_object() else {
+        problems.push(DecodeProblem { record: "bill", field: "items[]".into(), detail: "not an object" });
+        return None;
+    };
+    let mut reader = FieldReader::new(object, "bill", problems);
+    let id = reader.read(&["billId", "billID", "id"], super::fields::text);
+    let ctime = reader.read(&["cTime", "ctime"], super::fields::integer);
+    let (Some(id), Some(ctime_ms)) = (id, ctime) else {
+        reader.problem("billId/cTime".into(), "missing or unreadable; bill skipped");
+        return None;
+    };
+    Some(Bill {
+        id: normalize_id(id),
+        coin: reader.text("coin").unwrap_or_default(),
+        symbol: reader.text("symbol").unwrap_or_default(),
+        business_type: reader.text("businessType").unwrap_or_default(),
+        amount: reader.value("amount"),
+        balance: reader.value("balance"),
+        fill_fee: reader.value("fillFee"),
+        ctime_ms,
+    })
+}
+
+/// `"0042"` and `42` are the same bill.
+fn normalize_id(id: String) -> String {
+    let trimmed = id.trim();
+    if trimmed.len() > 1 && trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        let significant = trimmed.trim_start_matches('0');
+        return if significant.is_empty() { "0".into() } else { significant.into() };
+    }
+    trimmed.to_string()
+}
+
+record! {
+    /// Fee configuration (spec 2.3.1), the default one or one per futures contract.
+    pub struct FeeSetting as "fee_setting" {
+        text { contract_id }
+        numbers {
+            is_set_fee_rate: bool => "Whether fee rates are set (1) or not (0).",
+            taker_fee_rate: Decimal => "Taker fee rate.",
+            maker_fee_rate: Decimal => "Maker fee rate.",
+            is_set_fee_discount: bool => "Whether fee discounts are enabled (1) or not (0).",
+            fee_discount: Decimal => "Fee rate discount.",
+            is_set_taker_maker_fee_discount: bool => "Whether separate taker and maker discounts apply (1) or not (0).",
+            taker_fee_discount: Decimal => "Taker fee rate discount.",
+            maker_fee_discount: Decimal => "Maker fee rate discount.",
+        }
+    }
+}
+
+record! {
+    /// Mode setting of one futures contract (spec 2.3.3).
+    pub struct ModeSetting as "mode_setting" {
+        text { contract_id, margin_mode, separated_mode, position_mode }
+        numbers {}
+    }
+}
+
+record! {
+    /// Leverage setting of one futures contract (spec 2.3.4).
+    pub struct LeverageSetting as "leverage_setting" {
+        text { contract_id }
+        numbers {
+            isolated_long_leverage: Decimal => "Isolated long position leverage.",
+            isolated_short_leverage: Decimal => "Isolated short position leverage.",
+            cross_leverage: Decimal => "Cross margin leverage.",
+            shared_leverage: Decimal => "Shared leverage.",
+        }
+    }
+}
+
+record! {
+    /// The account record's scalar fields (spec 2.3); the per-contract maps are in [`Account`].
+    pub struct AccountFields as "account" {
+        text { id, user_id, client_account_id, extra_type, extra_data_json, status }
+        numbers {
+            is_system_account: bool => "Whether the account is a system account (1) or not (0).",
+            create_order_rate_limit_per_minute: Decimal => "Order creation rate limit per minute.",
+            create_order_delay_milliseconds: DurationMillis => "Order creation delay.",
+            created_time: Millis => "Account creation time.",
+            updated_time: Millis => "Account update time.",
+        }
+    }
+}
+
+record! {
+    /// One collateral record (spec 2.4).
+    pub struct Collateral as "collateral" {
+        text { account_id, coin_id, margin_mode, cross_contract_id, isolated_position_id }
+        numbers {
+            amount: Decimal => "Collateral amount.",
+            pending_deposit_amount: Decimal => "Pending deposit amount.",
+            pending_withdraw_amount: Decimal => "Pending withdrawal amount.",
+            pending_transfer_in_amount: Decimal => "Pending inbound transfer amount.",
+            pending_transfer_out_amount: Decimal => "Pending outbound transfer amount.",
+            is_liquidating: bool => "Whether liquidation is in progress (1) or not (0).",
+            legacy_amount: Decimal => "Legacy balance, display only.",
+            cum_deposit_amount: Decimal => "Accumulated deposits, as reported by the exchange.",
+            cum_withdraw_amount: Decimal => "Accumulated withdrawals, as reported by the exchange.",
+            cum_transfer_in_amount: Decimal => "Accumulated inbound transfers, as reported by the exchange.",
+            cum_transfer_out_amount: Decimal => "Accumulated outbound transfers, as reported by the exchange.",
+            cum_margin_move_in_amount: Decimal => "Accumulated margin moved in, as reported by the exchange.",
+            cum_margin_move_out_amount: Decimal => "Accumulated margin moved out, as reported by the exchange.",
+            cum_position_open_long_amount: Decimal => "Accumulated collateral for long position openings.",
+            cum_position_open_short_amount: Decimal => "Accumulated collateral for short position openings.",
+            cum_position_close_long_amount: Decimal => "Accumulated collateral for long position closings.",
+            cum_position_close_short_amount: Decimal => "Accumulated collateral for short position closings.",
+            cum_position_fill_fee_amount: Decimal => "Accumulated trading fees for filled orders.",
+            cum_position_liquidate_fee_amount: Decimal => "Accumulated liquidation fees.",
+            cum_position_funding_amount: Decimal => "Accumulated funding fees.",
+            cum_order_fill_fee_income_amount: Decimal => "Accumulated order fee income.",
+            cum_order_liquidate_fee_income_amount: Decimal => "Accumulated liquidation fee income.",
+            created_time: Millis => "Collateral record creation time.",
+            updated_time: Millis => "Collateral record update time.",
+        }
+    }
+}
+
+record! {
+    /// One position record (spec 2.5).
+    pub struct Position as "position" {
+        text { id, account_id, coin_id, contract_id, side, margin_mode, separated_mode, separated_open_order_id }
+        numbers {
+            leverage: Decimal => "Position leverage.",
+            size: Decimal => "Current position size.",
+            open_value: Decimal => "Initial value at opening.",
+            open_fee: Decimal => "Opening fee.",
+            funding_fee: Decimal => "Funding fee.",
+            isolated_margin: Decimal => "Isolated margin.",
+            is_auto_append_isolated_margin: bool => "Whether isolated margin is topped up automatically (1) or not (0).",
+            cum_open_size: Decimal => "Accumulated opened size.",
+            cum_open_value: Decimal => "Accumulated value of openings.",
+            cum_open_fee: Decimal => "Accumulated fees for openings.",
+            cum_close_size: Decimal => "Accumulated closed size.",
+            cum_close_value: Decimal => "Accumulated value of closings.",
+            cum_close_fee: Decimal => "Accumulated fees for closings.",
+            cum_funding_fee: Decimal => "Accumulated settled funding fees.",
+            cum_liquidate_fee: Decimal => "Accumulated liquidation fees.",
+            created_match_sequence_id: Decimal => "Matching engine sequence id at creation (exact up to 2^53).",
+            updated_match_sequence_id: Decimal => "Matching engine sequence id at the last update (exact up to 2^53).",
+            created_time: Millis => "Position creation time.",
+            updated_time: Millis => "Position update time.",
+        }
+    }
+}
+
+/// The account record (spec 2.3) with its per-contract settings, keyed by futures id.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Account {
+    pub fields: AccountFields,
+    pub default_fee_setting: Option<FeeSetting>,
+    pub fee_settings: BTreeMap<String, FeeSetting>,
+    pub mode_settings: BTreeMap<String, ModeSetting>,
+    pub leverage_settings: BTreeMap<String, LeverageSetting>,
+}
+
+/// The account query's answer for one coin (spec 2.2).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AccountInfo {
+    pub account: Option<Account>,
+    pub collateral: Vec<Collateral>,
+    pub positions: Vec<Position>,
+    pub version: Option<Decimal>,
+}
+
+/// Decodes the account query's answer; only a body that is not a JSON object fails as a whole.
+pub fn decode_account_info(body: &Value, problems: &mut Vec<DecodeProblem>) -> Result<AccountInfo, &'static str> {
+    let object = body.as_object().ok_or("account answer is not a JSON object")?;
+    let mut reader = FieldReader::new(object, "account_info", problems);
+    let account = reader.object("account");
+    let collateral = reader.array("collateral");
+    let positions = reader.array("position");
+    let version = reader.value("version");
+    let problems = reader.problems();
+    Ok(AccountInfo {
+        account: account.map(|a| decode_account(a, problems)),
+        collateral: decode_list(collateral, "collateral", problems, Collateral::decode),
+        positions: decode_list(positions, "position", problems, Position::decode),
+        version,
+    })
+}
+
+fn decode_account(object: &Map<String, Value>, problems: &mut Vec<DecodeProblem>) -> Account {
+    let fields = AccountFields::decode(object, problems);
+    let mut reader = FieldReader::new(object, "account", problems);
+    let default_fee = reader.object("default_fee_setting");
+    let fees = reader.object("contract_id_to_fee_setting");
+    let modes = reader.object("contract_id_to_mode_setting");
+    let leverages = reader.object("contract_id_to_leverage_setting");
+    let problems = reader.problems();
+    Account {
+        fields,
+        default_fee_setting: default_fee.map(|o| FeeSetting::decode(o, problems)),
+        fee_settings: decode_map(fees, "fee_setting", problems, FeeSetting::decode),
+        mode_settings: decode_map(modes, "mode_setting", problems, ModeSetting::decode),
+        leverage_settings: decode_map(leverages, "leverage_setting", problems, LeverageSetting::decode),
+    }
+}
+
+type Decode<T> = fn(&Map<String, Value>, &mut Vec<DecodeProblem>) -> T;
+
+fn decode_list<T>(
+    values: Option<&Vec<Value>>,
+    record: &'static str,
+    problems: &mut Vec<DecodeProblem>,
+    decode: Decode<T>,
+) -> Vec<T> {
+    let mut records = Vec::new();
+    for value in values.into_iter().flatten() {
+        match value.as_object() {
+            Some(object) => records.push(decode(object, problems)),
+            None => problems.push(DecodeProblem { record, field: "[]".into(), detail: "not an object" }),
+        }
+    }
+    records
+}
+
+/// A map keyed by futures id; the key wins over a `contract_id` repeated inside the value.
+fn decode_map<T>(
+    values: Option<&Map<String, Value>>,
+    record: &'static str,
+    problems: &mut Vec<DecodeProblem>,
+    decode: Decode<T>,
+) -> BTreeMap<String, T> {
+    let mut records = BTreeMap::new();
+    for (key, value) in values.into_iter().flatten() {
+        match value.as_object() {
+            Some(object) => {
+                records.insert(key.clone(), decode(object, problems));
+            }
+            None => problems.push(DecodeProblem { record, field: key.clone(), detail: "not an object" }),
+        }
+    }
+    records
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn page(text: &str) -> (BillPage, Vec<DecodeProblem>) {
+        let mut problems = Vec::new();
+        let body: Value = serde_json::from_str(text).unwrap();
+        (decode_bill_page(&body, &mut problems).unwrap(), problems)
+    }
+
+    #[test]
+    fn bills_accept_both_time_spellings_and_both_id_types() {
+        let (page, problems) = page(
+            r#"{"hasNextPage":false,"items":[
+                {"billId":686960019383517338,"coin":"USDT","symbol":"cmt_btcusdt","amount":"-0.0031",
+                 "businessType":"position_funding","balance":"12.5","fillFee":"0","ctime":1713339011237,
+                 "transferReason":"x"},
+                {"billId":"686960019383517339","coin":"USDT","symbol":"","amount":5,"businessType":"deposit",
+                 "balance":"17.5","fillFee":"0","cTime":"1713339011238"}]}"#,
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert!(!page.has_next_page);
+        assert_eq!(page.items[0].id, "686960019383517338");
+        assert_eq!(page.items[1].id, "686960019383517339");
+        assert_eq!(page.items[0].ctime_ms, 1713339011237);
+        assert_eq!(page.items[1].ctime_ms, 1713339011238);
+        assert_eq!(page.items[0].amount, Some(Decimal::from_str("-0.0031").unwrap()));
+        assert_eq!(page.items[1].amount, Some(Decimal::from(5)));
+    }
+
+    #[test]
+    fn a_bad_amount_keeps_the_bill_and_a_missing_id_drops_only_that_bill() {
+        let (page, problems) = page(
+            r#"{"hasNextPage":true,"items":[
+                {"billId":1,"coin":"USDT","amount":"1,5","businessType":"deposit","ctime":5},
+                {"coin":"USDT","amount":"1","businessType":"deposit","ctime":6},
+                {"billId":3,"coin":"USDT","amount":"2","businessType":"deposit","ctime":7}]}"#,
+        );
+        assert_eq!(page.items.len(), 2);
+        assert_eq!(page.items[0].amount, None);
+        assert_eq!(page.items[1].amount, Some(Decimal::from(2)));
+        assert_eq!(problems.len(), 2);
+        assert_eq!(problems[0].field, "amount");
+    }
+
+    #[test]
+    fn leading_zeros_do_not_make_a_new_bill() {
+        assert_eq!(normalize_id("0042".into()), "42");
+        assert_eq!(normalize_id("000".into()), "0");
+        assert_eq!(normalize_id("abc-1".into()), "abc-1");
+    }
+
+    #[test]
+    fn the_documented_account_sample_decodes_every_field() {
+        let body: Value = serde_json::from_str(include_str!("../../tests/data/account_sample.json")).unwrap();
+        let mut problems = Vec::new();
+        let info = decode_account_info(&body, &mut problems).unwrap();
+        assert!(problems.is_empty(), "{problems:?}");
+        let account = info.account.unwrap();
+        assert_eq!(account.fields.status.as_deref(), Some("NORMAL"));
+        assert_eq!(account.fields.create_order_delay_milliseconds, Some(DurationMillis(0)));
+        assert_eq!(account.default_fee_setting, None);
+        let fee = &account.fee_settings["10000001"];
+        assert_eq!(fee.taker_fee_rate, Some(Decimal::from_str("0.0006").unwrap()));
+        assert_eq!(account.mode_settings["10000001"].margin_mode.as_deref(), Some("SHARED"));
+        assert_eq!(account.leverage_settings["10000001"].cross_leverage, Some(Decimal::from(20)));
+        let collateral = &info.collateral[0];
+        assert_eq!(collateral.coin_id.as_deref(), Some("2"));
+        assert_eq!(collateral.is_liquidating, Some(false));
+        assert_eq!(collateral.amount, Some(Decimal::from_str("5000.12345678").unwrap()));
+        assert_eq!(collateral.updated_time, Some(Millis(1713339011237)));
+        let position = &info.positions[0];
+        assert_eq!(position.side.as_deref(), Some("LONG"));
+        assert_eq!(position.size, Some(Decimal::from_str("0.5").unwrap()));
+        assert_eq!(info.version, Some(Decimal::from(42)));
+    }
+
+    #[test]
+    fn wrong_shapes_are_problems_not_failures() {
+        let body = serde_json::json!({"account": [], "collateral": {}, "position": [1], "version": "x"});
+        let mut problems = Vec::new();
+        let info = decode_account_info(&body, &mut problems).unwrap();
+        assert_eq!(info, AccountInfo::default());
+        assert_eq!(problems.len(), 4);
+        assert!(decode_account_info(&serde_json::json!([]), &mut problems).is_err());
+    }
+}
