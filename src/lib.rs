@@ -1,0 +1,13 @@
+//! capi_exporter: a Prometheus exporter for a crypto exchange's futures (contract) account API.
+//!
+//! Data flows exchange -> client -> snapshot -> exposition -> HTTP:
+//! - [`sim`]: the simulated exchange (demo mode and tests);
+//! - [`api`]: the signed HTTP client and the typed, lenient models of its answers;
+//! - [`poller`]: one polling loop per account, the exact bill counter and its state file;
+//! - [`metrics`]: immutable snapshots rendered into the exposition format;
+//! - [`server`]: the HTTP endpoints;
+//! - [`config`]: flags, environment and YAML, validated once at start.
+
+pub mod api;
+pub mod poller;
+pub mod sim;

@@ -1,0 +1,256 @@
+//! The cursor against a model exchange that may order items either way, treat either bound as
+//! inclusive or exclusive, and show bills late.
+
+use super::*;
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+const PAGE: u32 = 100;
+
+#[derive(Clone, Debug)]
+struct ModelBill {
+    bill: Bill,
+    visible_at: i64,
+}
+
+#[derive(Clone, Debug)]
+struct Model {
+    bills: Vec<ModelBill>,
+    newest_first: bool,
+    start_inclusive: bool,
+    end_inclusive: bool,
+}
+
+impl Model {
+    fn answer(&self, query: &BillQuery, now: i64) -> BillPage {
+        let after_start = |t: i64| if self.start_inclusive { t >= query.start_time } else { t > query.start_time };
+        let before_end = |t: i64| if self.end_inclusive { t <= query.end_time } else { t < query.end_time };
+        let matches = |f: &Option<String>, v: &str| f.as_deref().is_none_or(|f| f == v);
+        let mut hits: Vec<&Bill> = self
+            .bills
+            .iter()
+            .filter(|m| m.visible_at <= now)
+            .map(|m| &m.bill)
+            .filter(|b| after_start(b.ctime_ms) && before_end(b.ctime_ms))
+            .filter(|b| matches(&query.business_type, &b.business_type))
+            .filter(|b| matches(&query.coin, &b.coin) && matches(&query.symbol, &b.symbol))
+            .collect();
+        hits.sort_by_key(|b| (b.ctime_ms, b.id.parse::<u64>().unwrap()));
+        if self.newest_first {
+            hits.reverse();
+        }
+        let has_next_page = hits.len() > query.limit as usize;
+        let items = hits.into_iter().take(query.limit as usize).cloned().collect();
+        BillPage { has_next_page, items }
+    }
+}
+
+/// Runs polls every `interval` from `first` to `last`, at most `budget` queries each, and
+/// returns how many times each id was counted, the queries made and the truncations seen.
+struct Run {
+    counted: HashMap<String, usize>,
+    queries: usize,
+    truncated: usize,
+}
+
+fn run(model: &Model, cursor: &mut BillCursor, polls: impl Iterator<Item = i64>, budget: usize) -> Run {
+    let mut result = Run { counted: HashMap::new(), queries: 0, truncated: 0 };
+    for now in polls {
+        cursor.start_poll(now);
+        for _ in 0..budget {
+            let Some(query) = cursor.next_query() else { break };
+            result.queries += 1;
+            let accepted = cursor.accept(&model.answer(&query, now));
+            result.truncated += usize::from(accepted.truncated);
+            for bill in accepted.new_bills {
+                *result.counted.entry(bill.id).or_default() += 1;
+            }
+        }
+    }
+    result
+}
+
+fn bill(id: u64, ctime_ms: i64, business_type: &str, coin: &str, symbol: &str) -> Bill {
+    Bill {
+        id: id.to_string(),
+        coin: coin.into(),
+        symbol: symbol.into(),
+        business_type: business_type.into(),
+        amount: None,
+        balance: None,
+        fill_fee: None,
+        ctime_ms,
+    }
+}
+
+fn model(bills: Vec<ModelBill>) -> Model {
+    Model { bills, newest_first: true, start_inclusive: true, end_inclusive: true }
+}
+
+fn at_once(bill: Bill) -> ModelBill {
+    let visible_at = bill.ctime_ms;
+    ModelBill { bill, visible_at }
+}
+
+#[test]
+fn bills_before_the_start_are_history_and_not_counted() {
+    let m = model(vec![at_once(bill(1, 999, "deposit", "USDT", "")), at_once(bill(2, 1000, "deposit", "USDT", ""))]);
+    let mut cursor = BillCursor::new(1000, 60_000, PAGE);
+    let result = run(&m, &mut cursor, [1500, 2000].into_iter(), 10);
+    assert_eq!(result.counted.keys().collect::<Vec<_>>(), vec!["2"]);
+}
+
+#[test]
+fn a_quiet_poll_costs_one_query() {
+    let m = model(vec![at_once(bill(1, 5_000, "deposit", "USDT", ""))]);
+    let mut cursor = BillCursor::new(0, 60_000, PAGE);
+    let result = run(&m, &mut cursor, (1..=10).map(|i| i * 15_000), 10);
+    assert_eq!(result.queries, 10);
+    assert_eq!(result.counted["1"], 1);
+}
+
+#[test]
+fn a_crowded_millisecond_is_split_by_type_then_coin_then_symbol() {
+    let mut bills = Vec::new();
+    let mut id = 0;
+    for (kind, coin, symbol, n) in [
+        ("position_funding", "USDT", "cmt_btcusdt", 90),
+        ("position_funding", "USDT", "cmt_ethusdt", 90),
+        ("position_funding", "BTC", "cmt_btcusd", 60),
+        ("deposit", "USDT", "", 40),
+    ] {
+        for _ in 0..n {
+            id += 1;
+            bills.push(at_once(bill(id, 7_777, kind, coin, symbol)));
+        }
+    }
+    let m = model(bills);
+    let mut cursor = BillCursor::new(0, 1_000, PAGE);
+    let result = run(&m, &mut cursor, [10_000, 20_000].into_iter(), 200);
+    assert_eq!(result.counted.len(), 280);
+    assert!(result.counted.values().all(|&n| n == 1));
+    assert_eq!(result.truncated, 0);
+}
+
+#[test]
+fn more_than_a_page_in_one_millisecond_type_coin_and_symbol_is_reported() {
+    let bills = (0..150).map(|id| at_once(bill(id, 7_777, "deposit", "USDT", ""))).collect();
+    let mut cursor = BillCursor::new(0, 1_000, PAGE);
+    let result = run(&model(bills), &mut cursor, [10_000].into_iter(), 200);
+    assert_eq!(result.counted.len(), 100);
+    assert_eq!(result.truncated, 1);
+}
+
+#[test]
+fn a_late_bill_inside_the_overlap_is_counted_once() {
+    let late = ModelBill { bill: bill(1, 10_000, "deposit", "USDT", ""), visible_at: 69_000 };
+    let mut cursor = BillCursor::new(0, 60_000, PAGE);
+    let result = run(&model(vec![late]), &mut cursor, (1..=20).map(|i| i * 15_000), 10);
+    assert_eq!(result.counted["1"], 1);
+    assert!(cursor.state().seen.is_empty(), "settled ids are forgotten");
+}
+
+#[test]
+fn a_bill_on_a_sent_bound_proves_the_bound_inclusive() {
+    let m = model(vec![at_once(bill(1, 999, "deposit", "USDT", ""))]);
+    let mut cursor = BillCursor::new(1000, 60_000, PAGE);
+    cursor.start_poll(2_000);
+    assert_eq!(cursor.next_query().unwrap().start_time, 999);
+    cursor.accept(&m.answer(&cursor.next_query().unwrap(), 2_000));
+    cursor.start_poll(3_000);
+    assert_eq!(cursor.next_query().unwrap().start_time, 1_000, "now sent exactly");
+}
+
+#[test]
+fn a_pass_cut_by_the_budget_resumes_instead_of_restarting() {
+    let bills = (0..1000).map(|id| at_once(bill(id, 1_000 + id as i64 * 7, "deposit", "USDT", ""))).collect();
+    let m = model(bills);
+    let mut cursor = BillCursor::new(0, 5_000, PAGE);
+    let first = run(&m, &mut cursor, [20_000].into_iter(), 5);
+    assert!(cursor.pass_in_progress());
+    assert!(first.counted.len() < 1000);
+    let rest = run(&m, &mut cursor, (3..=12).map(|i| i * 10_000), 5);
+    assert_eq!(first.counted.len() + rest.counted.len(), 1000);
+    assert!(rest.counted.keys().all(|id| !first.counted.contains_key(id)));
+}
+
+#[test]
+fn saved_state_resumes_without_loss_or_double_counting() {
+    let bills: Vec<_> = (0..300).map(|id| at_once(bill(id, id as i64 * 100, "deposit", "USDT", ""))).collect();
+    let m = model(bills);
+    let mut cursor = BillCursor::new(0, 2_000, PAGE);
+    let before = run(&m, &mut cursor, (1..=10).map(|i| i * 1_000), 50);
+    let mut restarted = BillCursor::resume(cursor.state().clone(), 2_000, PAGE);
+    let after = run(&m, &mut restarted, (11..=40).map(|i| i * 1_000), 50);
+    assert_eq!(before.counted.len() + after.counted.len(), 300);
+    assert!(after.counted.keys().all(|id| !before.counted.contains_key(id)));
+}
+
+/// A random burst: `count` bills around `at` ms, spread over `spread` ms, of one type, coin and
+/// symbol, becoming visible `delay` ms late.
+#[derive(Debug, Clone)]
+struct Burst {
+    at: i64,
+    spread: i64,
+    count: usize,
+    kind: usize,
+    coin: usize,
+    symbol: usize,
+    delay: i64,
+}
+
+fn burst() -> impl Strategy<Value = Burst> {
+    (0i64..30_000, 0i64..50, 1usize..90, 0usize..4, 0usize..2, 0usize..2, 0i64..6_000).prop_map(
+        |(at, spread, count, kind, coin, symbol, delay)| Burst { at, spread, count, kind, coin, symbol, delay },
+    )
+}
+
+fn materialize(bursts: &[Burst], seed: u64) -> Vec<ModelBill> {
+    let kinds = ["position_funding", "deposit", "position_open_long", "some_new_type"];
+    let coins = ["USDT", "BTC"];
+    let symbols = ["cmt_btcusdt", "cmt_ethusdt"];
+    let mut noise = seed;
+    let mut id = 686_960_019_383_517_338u64;
+    let mut bills = Vec::new();
+    for b in bursts {
+        for _ in 0..b.count {
+            noise = noise.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let ctime = b.at + (noise >> 33) as i64 % (b.spread + 1);
+            id += 1;
+            let one = bill(id, ctime, kinds[b.kind], coins[b.coin], symbols[b.symbol]);
+            bills.push(ModelBill { bill: one, visible_at: ctime + b.delay });
+        }
+    }
+    bills
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Whatever the order, the bounds and the lateness (within the overlap), every bill created
+    /// after the start is counted exactly once and nothing older is counted.
+    #[test]
+    fn every_bill_is_counted_exactly_once(
+        bursts in prop::collection::vec(burst(), 0..12),
+        newest_first: bool,
+        start_inclusive: bool,
+        end_inclusive: bool,
+        seed: u64,
+        budget in 3usize..40,
+        interval in 500i64..4_000,
+    ) {
+        let overlap = 6_000;
+        let m = Model { bills: materialize(&bursts, seed), newest_first, start_inclusive, end_inclusive };
+        let count_from = 1_000;
+        let mut cursor = BillCursor::new(count_from, overlap, PAGE);
+        let polls = (1..).map(|i| i * interval).take_while(|t| *t < 120_000);
+        let result = run(&m, &mut cursor, polls, budget);
+        prop_assert_eq!(result.truncated, 0);
+        for b in &m.bills {
+            let times = result.counted.get(&b.bill.id).copied().unwrap_or(0);
+            let expected = usize::from(b.bill.ctime_ms >= count_from);
+            prop_assert_eq!(times, expected, "bill {:?}", b);
+        }
+        prop_assert!(cursor.state().seen.len() <= m.bills.len());
+    }
+}

@@ -1,0 +1,3 @@
+//! Polling: one loop per account, the bill cursor and counters, and the state file.
+
+pub mod cursor;
