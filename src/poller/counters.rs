@@ -1,0 +1,140 @@
+//! The bill counters: exact decimal sums of the bills the cursor found new.
+
+use crate::api::model::Bill;
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+/// The sign of an amount: money into the account or out of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Direction {
+    In,
+    Out,
+}
+
+impl Direction {
+    pub fn of(value: Decimal) -> Self {
+        if value.is_sign_negative() {
+            Direction::Out
+        } else {
+            Direction::In
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Direction::In => "in",
+            Direction::Out => "out",
+        }
+    }
+}
+
+/// `(coin, business_type)`.
+pub type TypeKey = (String, String);
+/// `(coin, business_type, direction)`.
+pub type FlowKey = (String, String, Direction);
+
+/// The balance after the newest bill of one coin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatestBalance {
+    pub ctime_ms: i64,
+    pub bill_id: String,
+    #[serde(with = "rust_decimal::serde::str")]
+    pub balance: Decimal,
+}
+
+impl LatestBalance {
+    /// Newer by creation time, then by id (ids grow with time; equal times are common in bursts).
+    fn is_older_than(&self, ctime_ms: i64, bill_id: &str) -> bool {
+        let by_id = self.bill_id.len().cmp(&bill_id.len()).then_with(|| self.bill_id.as_str().cmp(bill_id));
+        match self.ctime_ms.cmp(&ctime_ms) {
+            Ordering::Less => true,
+            Ordering::Equal => by_id == Ordering::Less,
+            Ordering::Greater => false,
+        }
+    }
+}
+
+/// Everything counted from bills since counting began (or since the saved state began).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BillCounters {
+    pub bills: BTreeMap<TypeKey, u64>,
+    /// Sums of absolute amounts, by the amount's sign.
+    pub amounts: BTreeMap<FlowKey, Decimal>,
+    /// Sums of absolute fill fees, by the fee's sign: paid (out) or rebated (in).
+    pub fill_fees: BTreeMap<FlowKey, Decimal>,
+    pub balances: BTreeMap<String, LatestBalance>,
+    /// Bill queries still full after every split (each hides at least one bill).
+    pub truncated_queries: u64,
+}
+
+impl BillCounters {
+    pub fn count(&mut self, bill: &Bill) {
+        *self.bills.entry((bill.coin.clone(), bill.business_type.clone())).or_default() += 1;
+        add_flow(&mut self.amounts, bill, bill.amount);
+        add_flow(&mut self.fill_fees, bill, bill.fill_fee);
+        if let Some(balance) = bill.balance {
+            let newer = self.balances.get(&bill.coin).is_none_or(|b| b.is_older_than(bill.ctime_ms, &bill.id));
+            if newer {
+                let latest = LatestBalance { ctime_ms: bill.ctime_ms, bill_id: bill.id.clone(), balance };
+                self.balances.insert(bill.coin.clone(), latest);
+            }
+        }
+    }
+}
+
+/// Adds a non-zero value's magnitude under its direction; zero moves nothing and adds no series.
+fn add_flow(sums: &mut BTreeMap<FlowKey, Decimal>, bill: &Bill, value: Option<Decimal>) {
+    let Some(value) = value.filter(|v| !v.is_zero()) else { return };
+    let key = (bill.coin.clone(), bill.business_type.clone(), Direction::of(value));
+    *sums.entry(key).or_default() += value.abs();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::str::FromStr;
+
+    fn bill(id: &str, ctime_ms: i64, kind: &str, amount: &str, fee: &str, balance: &str) -> Bill {
+        Bill {
+            id: id.into(),
+            coin: "USDT".into(),
+            symbol: "cmt_btcusdt".into(),
+            business_type: kind.into(),
+            amount: Decimal::from_str(amount).ok(),
+            balance: Decimal::from_str(balance).ok(),
+            fill_fee: Decimal::from_str(fee).ok(),
+            ctime_ms,
+        }
+    }
+
+    #[test]
+    fn amounts_and_fees_are_summed_exactly_by_direction() {
+        let mut counters = BillCounters::default();
+        counters.count(&bill("1", 10, "position_open_long", "-100.1", "-0.06", "900"));
+        counters.count(&bill("2", 11, "position_open_long", "-0.2", "-0.01", "899.8"));
+        counters.count(&bill("3", 12, "position_close_long", "50.3", "0.02", "950.1"));
+        counters.count(&bill("4", 13, "position_funding", "0", "0", "950.1"));
+        let usdt = |kind: &str, d| ("USDT".to_string(), kind.to_string(), d);
+        assert_eq!(counters.bills[&("USDT".into(), "position_open_long".into())], 2);
+        assert_eq!(counters.amounts[&usdt("position_open_long", Direction::Out)].to_string(), "100.3");
+        assert_eq!(counters.amounts[&usdt("position_close_long", Direction::In)].to_string(), "50.3");
+        assert_eq!(counters.fill_fees[&usdt("position_open_long", Direction::Out)].to_string(), "0.07");
+        assert_eq!(counters.fill_fees[&usdt("position_close_long", Direction::In)].to_string(), "0.02");
+        assert!(!counters.amounts.contains_key(&usdt("position_funding", Direction::In)));
+        assert_eq!(counters.bills[&("USDT".into(), "position_funding".into())], 1);
+    }
+
+    #[test]
+    fn the_balance_is_the_newest_bills_whatever_the_order_they_arrive_in() {
+        let mut counters = BillCounters::default();
+        counters.count(&bill("10", 20, "deposit", "1", "0", "3"));
+        counters.count(&bill("9", 20, "deposit", "1", "0", "2"));
+        counters.count(&bill("8", 19, "deposit", "1", "0", "1"));
+        assert_eq!(counters.balances["USDT"].balance.to_string(), "3");
+        counters.count(&bill("100", 20, "deposit", "1", "0", "4"));
+        assert_eq!(counters.balances["USDT"].balance.to_string(), "4", "id 100 is newer than id 10");
+    }
+}
