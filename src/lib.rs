@@ -6,8 +6,14 @@
 //! - [`poller`]: one polling loop per account, the exact bill counter and its state file;
 //! - [`metrics`]: immutable snapshots rendered into the exposition format;
 //! - [`server`]: the HTTP endpoints;
-//! - [`config`]: flags, environment and YAML, validated once at start.
+//! - [`config`]: flags, environment and YAML, validated once at start;
+//! - [`app`]: wires them together; [`logging`]: logfmt or JSON logs.
 
 pub mod api;
+pub mod app;
+pub mod config;
+pub mod logging;
+pub mod metrics;
 pub mod poller;
+pub mod server;
 pub mod sim;

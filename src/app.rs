@@ -1,0 +1,118 @@
+//! Wires everything together: accounts (or the demo exchange), pollers, metrics and the server.
+
+use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
+use crate::config::{AccountConfig, Accounts, Config};
+use crate::metrics::{AccountSlot, ExporterMetrics, Metrics};
+use crate::poller::state::StateStore;
+use crate::poller::{AccountPoller, PollSettings};
+use crate::server::{app, AppState};
+use crate::sim::{SimExchange, SimOptions};
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tracing::{error, info};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot listen on {address}: {source}; choose another --web.listen-address")]
+    Listen { address: SocketAddr, source: std::io::Error },
+    #[error("cannot start the simulated exchange: {0}")]
+    Demo(std::io::Error),
+    #[error("cannot set up the HTTP client: {0}")]
+    Client(#[from] ApiError),
+    #[error("the HTTP server stopped: {0}")]
+    Serve(std::io::Error),
+}
+
+/// How often the demo exchange generates activity.
+const DEMO_TICK: Duration = Duration::from_secs(1);
+
+/// Runs the exporter until `shutdown` completes, then stops the pollers and returns.
+pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
+    let (base_url, accounts, demo) = resolve_accounts(&config).await?;
+    let http = Client::http_pool(config.timeout)?;
+    let store = config.state_file.as_deref().map(|path| Arc::new(open_state(path)));
+    let exporter_metrics = ExporterMetrics::new();
+    let slots: Vec<Arc<AccountSlot>> = accounts.iter().map(|a| AccountSlot::new(a.name.clone())).collect();
+    let metrics = Arc::new(Metrics::new(slots.clone(), &exporter_metrics));
+    let listener = tokio::net::TcpListener::bind(config.listen_address)
+        .await
+        .map_err(|source| RunError::Listen { address: config.listen_address, source })?;
+    let address = listener.local_addr().map_err(RunError::Serve)?;
+    info!(address = %address, path = %config.telemetry_path, accounts = accounts.len(), "serving metrics");
+
+    let settings = PollSettings {
+        interval: config.poll_interval,
+        overlap: config.bills_overlap,
+        backfill: config.bills_backfill,
+        bill_queries_per_poll: config.bill_queries_per_poll(),
+    };
+    let client_settings = ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() };
+    let (stop, stopped) = watch::channel(false);
+    let mut pollers = JoinSet::new();
+    let count = accounts.len();
+    for (index, (account, slot)) in accounts.into_iter().zip(&slots).enumerate() {
+        exporter_metrics.add_account(&account.name);
+        let client = Client::new(http.clone(), client_settings.clone(), account.credentials);
+        let poller = AccountPoller::new(client, account.coin_ids, settings.clone(), slot.clone(), exporter_metrics.clone(), store.clone());
+        // Spread the accounts over the interval instead of querying all of them at once.
+        let start_delay = config.poll_interval.mul_f64(index as f64 / count as f64);
+        pollers.spawn(poller.run(start_delay, stopped.clone()));
+    }
+
+    let state = AppState { metrics, slots: slots.into(), telemetry_path: config.telemetry_path.clone() };
+    let served = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await;
+    let _ = stop.send(true);
+    while pollers.join_next().await.is_some() {}
+    if let Some(exchange) = demo {
+        exchange.abort();
+    }
+    served.map_err(RunError::Serve)?;
+    info!("stopped");
+    Ok(())
+}
+
+/// The base URL and accounts to poll; in demo mode, starts the simulated exchange first.
+async fn resolve_accounts(
+    config: &Config,
+) -> Result<(String, Vec<AccountConfig>, Option<tokio::task::JoinHandle<()>>), RunError> {
+    match &config.accounts {
+        Accounts::Exchange { base_url, accounts } => Ok((base_url.clone(), accounts.clone(), None)),
+        Accounts::Demo { seed, count, coin_ids } => {
+            let exchange = SimExchange::new(SimOptions::default());
+            let mut accounts = Vec::new();
+            for index in 0..u64::from(*count) {
+                let generated = crate::sim::Credentials::generate(seed.wrapping_add(index));
+                exchange.add_account(generated.clone(), coin_ids);
+                let credentials = Credentials {
+                    api_key: Secret::new(generated.api_key),
+                    secret: Secret::new(generated.secret),
+                    passphrase: Secret::new(generated.passphrase),
+                };
+                accounts.push(AccountConfig { name: format!("demo-{}", index + 1), coin_ids: coin_ids.clone(), credentials });
+            }
+            let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+            let (address, server) = exchange.start(loopback).await.map_err(RunError::Demo)?;
+            let activity = exchange.spawn_activity(*seed, DEMO_TICK);
+            info!(exchange = %format!("http://{address}"), accounts = count, "demo mode: polling a simulated exchange with generated keys");
+            let both = tokio::spawn(async move {
+                let _ = tokio::join!(server, activity);
+            });
+            Ok((format!("http://{address}"), accounts, Some(both)))
+        }
+    }
+}
+
+/// Opens the state file; a missing one is normal, a bad one is logged and counting starts afresh.
+fn open_state(path: &std::path::Path) -> StateStore {
+    let (store, report) = StateStore::open(path);
+    match report {
+        Ok(0) => info!(path = %path.display(), "no saved bill state yet; it will be created after the first poll"),
+        Ok(accounts) => info!(path = %path.display(), accounts, "loaded saved bill state"),
+        Err(e) => error!(error = %e, "the state file was moved aside to <path>.corrupt; bill counting starts afresh from now"),
+    }
+    store
+}

@@ -1,0 +1,89 @@
+//! The YAML file listing several accounts:
+//!
+//! ```yaml
+//! accounts:
+//!   - name: main
+//!     coin_ids: [2]            # optional; default --api.coin-ids
+//!     credentials:
+//!       api_key: {env: MAIN_API_KEY}
+//!       secret: {file: /run/secrets/main_secret}
+//!       passphrase: {env: MAIN_PASSPHRASE}
+//! ```
+
+use super::{read_secret_file, validate_coin_ids, validate_name, AccountConfig, ConfigError, Env};
+use crate::api::{Credentials, Secret};
+use serde::Deserialize;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileConfig {
+    accounts: Vec<FileAccount>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileAccount {
+    name: String,
+    coin_ids: Option<Vec<u64>>,
+    credentials: FileCredentials,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileCredentials {
+    api_key: SecretSource,
+    secret: SecretSource,
+    passphrase: SecretSource,
+}
+
+/// Where one credential is read from (exactly one of the two): never the value itself, so the
+/// file can be shared.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretSource {
+    env: Option<String>,
+    file: Option<PathBuf>,
+}
+
+pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Result<Vec<AccountConfig>, ConfigError> {
+    let fail = |reason: String| ConfigError::File { path: path.to_path_buf(), reason };
+    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+    let parsed: FileConfig = serde_yaml_ng::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    if parsed.accounts.is_empty() {
+        return Err(fail("accounts is empty; list at least one account".into()));
+    }
+    let mut names = BTreeSet::new();
+    let mut accounts = Vec::new();
+    for account in parsed.accounts {
+        let in_account = |e: ConfigError| fail(format!("account {:?}: {e}", account.name));
+        let name = validate_name(&account.name).map_err(in_account)?;
+        if !names.insert(name.clone()) {
+            return Err(fail(format!("account name {name:?} appears twice; names must be unique")));
+        }
+        let coin_ids = match &account.coin_ids {
+            Some(ids) => validate_coin_ids(ids, "coin_ids").map_err(in_account)?,
+            None => default_coins.to_vec(),
+        };
+        let c = &account.credentials;
+        let credentials = Credentials {
+            api_key: resolve(&c.api_key, "api_key", env).map_err(in_account)?,
+            secret: resolve(&c.secret, "secret", env).map_err(in_account)?,
+            passphrase: resolve(&c.passphrase, "passphrase", env).map_err(in_account)?,
+        };
+        accounts.push(AccountConfig { name, coin_ids, credentials });
+    }
+    Ok(accounts)
+}
+
+fn resolve(source: &SecretSource, what: &str, env: Env) -> Result<Secret, ConfigError> {
+    match (&source.env, &source.file) {
+        (Some(var), None) => match env(var).filter(|v| !v.is_empty()) {
+            Some(value) => Ok(Secret::new(value)),
+            None => Err(ConfigError::Invalid(format!("{what}: environment variable {var} is not set"))),
+        },
+        (None, Some(path)) => read_secret_file(path, what),
+        _ => Err(ConfigError::Invalid(format!("{what}: give exactly one of env: VARIABLE or file: PATH"))),
+    }
+}

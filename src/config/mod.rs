@@ -1,0 +1,247 @@
+//! Configuration: flags (with environment fallbacks) and the optional YAML file, validated once
+//! at start into plain typed structs. Credentials come only from the environment or from files,
+//! never from flags, so they never show in `ps` or shell history.
+
+pub mod duration;
+mod file;
+
+use crate::api::{Credentials, Secret};
+use clap::{Parser, ValueEnum};
+use duration::parse_duration;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Looks up an environment variable; injected so that tests need not touch the real environment.
+pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ConfigError {
+    #[error("{0}")]
+    Invalid(String),
+    #[error("missing credentials: set {0} (or {0}_FILE to a file holding it), or run with --demo to try the exporter without a key")]
+    MissingCredential(&'static str),
+    #[error("both {0} and {0}_FILE are set; set only one")]
+    AmbiguousCredential(&'static str),
+    #[error("cannot read {what} from {path}: {reason}")]
+    UnreadableFile { what: String, path: PathBuf, reason: String },
+    #[error("config file {path}: {reason}")]
+    File { path: PathBuf, reason: String },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Logfmt,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    Info,
+    Debug,
+}
+
+/// Command-line flags. Every flag can also come from the environment variable it names.
+#[derive(Debug, Parser)]
+#[command(name = "capi_exporter", version, about = "Prometheus exporter for the futures (contract) account API of a crypto exchange")]
+pub struct Cli {
+    /// Base URL of the exchange's contract API.
+    #[arg(long = "api.base-url", env = "CAPI_API_BASE_URL", default_value = "https://api-contract.weex.com")]
+    pub api_base_url: String,
+    /// Coin ids to query the account for, comma separated (2 is USDT).
+    #[arg(long = "api.coin-ids", env = "CAPI_API_COIN_IDS", default_value = "2", value_delimiter = ',')]
+    pub api_coin_ids: Vec<u64>,
+    /// Name of the account, the `account` label of every series (without --config.file).
+    #[arg(long = "api.account-name", env = "CAPI_API_ACCOUNT_NAME", default_value = "default")]
+    pub api_account_name: String,
+    /// Longest wait for one answer of the exchange.
+    #[arg(long = "api.timeout", env = "CAPI_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    pub api_timeout: Duration,
+    /// Value of the `locale` header sent to the exchange.
+    #[arg(long = "api.locale", env = "CAPI_API_LOCALE", default_value = "en-US")]
+    pub api_locale: String,
+    /// How often each account is polled.
+    #[arg(long = "poll.interval", env = "CAPI_POLL_INTERVAL", default_value = "15s", value_parser = parse_duration)]
+    pub poll_interval: Duration,
+    /// How late a bill may become visible after its creation time and still be counted.
+    #[arg(long = "bills.overlap", env = "CAPI_BILLS_OVERLAP", default_value = "60s", value_parser = parse_duration)]
+    pub bills_overlap: Duration,
+    /// At the first start (no saved state), also count bills created this long before it.
+    #[arg(long = "bills.backfill", env = "CAPI_BILLS_BACKFILL", value_parser = parse_duration)]
+    pub bills_backfill: Option<Duration>,
+    /// File keeping the bill cursor and counters across restarts.
+    #[arg(long = "state.file", env = "CAPI_STATE_FILE")]
+    pub state_file: Option<PathBuf>,
+    /// YAML file listing several accounts, each with its own credentials.
+    #[arg(long = "config.file", env = "CAPI_CONFIG_FILE")]
+    pub config_file: Option<PathBuf>,
+    /// Address to serve /metrics on.
+    #[arg(long = "web.listen-address", env = "CAPI_WEB_LISTEN_ADDRESS", default_value = "0.0.0.0:10127")]
+    pub web_listen_address: String,
+    /// Path of the metrics endpoint.
+    #[arg(long = "web.telemetry-path", env = "CAPI_WEB_TELEMETRY_PATH", default_value = "/metrics")]
+    pub web_telemetry_path: String,
+    /// Least severe log level written.
+    #[arg(long = "log.level", env = "CAPI_LOG_LEVEL", default_value = "info", value_enum)]
+    pub log_level: LogLevel,
+    /// Log line format.
+    #[arg(long = "log.format", env = "CAPI_LOG_FORMAT", default_value = "logfmt", value_enum)]
+    pub log_format: LogFormat,
+    /// Run against a built-in simulated exchange with generated keys: no API key needed.
+    #[arg(long = "demo")]
+    pub demo: bool,
+    /// Seed of the simulated exchange's activity in --demo mode.
+    #[arg(long = "demo.seed", default_value_t = 1)]
+    pub demo_seed: u64,
+    /// Number of simulated accounts in --demo mode.
+    #[arg(long = "demo.accounts", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub demo_accounts: u16,
+}
+
+/// One account to poll.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccountConfig {
+    pub name: String,
+    pub coin_ids: Vec<u64>,
+    pub credentials: Credentials,
+}
+
+/// Where the accounts come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Accounts {
+    /// Real accounts on the exchange at `base_url`.
+    Exchange { base_url: String, accounts: Vec<AccountConfig> },
+    /// Simulated accounts on an in-process exchange.
+    Demo { seed: u64, count: u16, coin_ids: Vec<u64> },
+}
+
+/// The validated configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub accounts: Accounts,
+    pub timeout: Duration,
+    pub locale: String,
+    pub poll_interval: Duration,
+    pub bills_overlap: Duration,
+    pub bills_backfill: Duration,
+    pub state_file: Option<PathBuf>,
+    pub listen_address: SocketAddr,
+    pub telemetry_path: String,
+}
+
+impl Config {
+    /// Validates the flags and resolves credentials; every error is one line naming the problem.
+    pub fn from_cli(cli: &Cli, env: Env) -> Result<Self, ConfigError> {
+        let listen_address = cli.web_listen_address.parse().map_err(|_| {
+            ConfigError::Invalid(format!(
+                "--web.listen-address {:?} is not an address; write it as host:port, e.g. 0.0.0.0:10127",
+                cli.web_listen_address
+            ))
+        })?;
+        if !cli.web_telemetry_path.starts_with('/') || cli.web_telemetry_path.len() < 2 {
+            return Err(ConfigError::Invalid(format!(
+                "--web.telemetry-path {:?} must start with / and name a path, e.g. /metrics",
+                cli.web_telemetry_path
+            )));
+        }
+        let coin_ids = validate_coin_ids(&cli.api_coin_ids, "--api.coin-ids")?;
+        let accounts = if cli.demo {
+            Accounts::Demo { seed: cli.demo_seed, count: cli.demo_accounts, coin_ids }
+        } else {
+            let base_url = validate_base_url(&cli.api_base_url)?;
+            let accounts = match &cli.config_file {
+                Some(path) => file::load_accounts(path, &coin_ids, env)?,
+                None => vec![single_account(cli, coin_ids, env)?],
+            };
+            Accounts::Exchange { base_url, accounts }
+        };
+        Ok(Self {
+            accounts,
+            timeout: cli.api_timeout,
+            locale: cli.api_locale.clone(),
+            poll_interval: cli.poll_interval,
+            bills_overlap: cli.bills_overlap,
+            bills_backfill: cli.bills_backfill.unwrap_or(Duration::ZERO),
+            state_file: cli.state_file.clone(),
+            listen_address,
+            telemetry_path: cli.web_telemetry_path.clone(),
+        })
+    }
+
+    /// Bill queries one poll may make: a quarter of the documented per-account weight budget
+    /// (500 per 10 s, 5 per bill query) over one interval, between 2 and 50. Issue 4's full
+    /// weight budget refines this; until then a burst costs several polls, never a flood.
+    pub fn bill_queries_per_poll(&self) -> usize {
+        let per_second = 500.0 / 10.0 / 5.0 / 4.0;
+        ((self.poll_interval.as_secs_f64() * per_second) as usize).clamp(2, 50)
+    }
+}
+
+fn single_account(cli: &Cli, coin_ids: Vec<u64>, env: Env) -> Result<AccountConfig, ConfigError> {
+    let name = validate_name(&cli.api_account_name)?;
+    let credentials = Credentials {
+        api_key: credential_from_env("CAPI_API_KEY", env)?,
+        secret: credential_from_env("CAPI_API_SECRET", env)?,
+        passphrase: credential_from_env("CAPI_API_PASSPHRASE", env)?,
+    };
+    Ok(AccountConfig { name, coin_ids, credentials })
+}
+
+/// `VAR` or `VAR_FILE`, exactly one of them.
+fn credential_from_env(var: &'static str, env: Env) -> Result<Secret, ConfigError> {
+    let direct = env(var).filter(|v| !v.is_empty());
+    let file = env(&format!("{var}_FILE")).filter(|v| !v.is_empty());
+    match (direct, file) {
+        (Some(_), Some(_)) => Err(ConfigError::AmbiguousCredential(var)),
+        (Some(value), None) => Ok(Secret::new(value)),
+        (None, Some(path)) => read_secret_file(&PathBuf::from(path), &format!("{var}_FILE")),
+        (None, None) => Err(ConfigError::MissingCredential(var)),
+    }
+}
+
+/// A secret file's content without its trailing newline (as `echo` and editors write it).
+pub(crate) fn read_secret_file(path: &PathBuf, what: &str) -> Result<Secret, ConfigError> {
+    let unreadable = |reason: String| ConfigError::UnreadableFile { what: what.into(), path: path.clone(), reason };
+    let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
+    let value = text.trim_end_matches(['\n', '\r']);
+    if value.is_empty() {
+        return Err(unreadable("the file is empty".into()));
+    }
+    Ok(Secret::new(value))
+}
+
+fn validate_base_url(url: &str) -> Result<String, ConfigError> {
+    let trimmed = url.trim_end_matches('/');
+    let valid = reqwest::Url::parse(trimmed).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    if !valid {
+        return Err(ConfigError::Invalid(format!(
+            "--api.base-url {url:?} is not an http(s) URL, e.g. https://api-contract.weex.com"
+        )));
+    }
+    Ok(trimmed.to_string())
+}
+
+pub(crate) fn validate_coin_ids(ids: &[u64], origin: &str) -> Result<Vec<u64>, ConfigError> {
+    if ids.is_empty() {
+        return Err(ConfigError::Invalid(format!("{origin} is empty; name at least one coin id, e.g. 2 for USDT")));
+    }
+    let mut unique = ids.to_vec();
+    unique.sort_unstable();
+    unique.dedup();
+    Ok(unique)
+}
+
+pub(crate) fn validate_name(name: &str) -> Result<String, ConfigError> {
+    let valid = !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    if !valid {
+        return Err(ConfigError::Invalid(format!(
+            "account name {name:?} must be 1 to 64 letters, digits, '-', '_' or '.'"
+        )));
+    }
+    Ok(name.to_string())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,101 @@
+use super::*;
+use std::collections::HashMap;
+
+fn cli(args: &[&str]) -> Cli {
+    let mut all = vec!["capi_exporter"];
+    all.extend_from_slice(args);
+    Cli::try_parse_from(all).unwrap()
+}
+
+fn env_of(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    move |name| map.get(name).cloned()
+}
+
+const KEYS: [(&str, &str); 3] = [("CAPI_API_KEY", "k"), ("CAPI_API_SECRET", "s"), ("CAPI_API_PASSPHRASE", "p")];
+
+fn temp_file(name: &str, content: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("capi-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+#[test]
+fn defaults_follow_the_documented_interface() {
+    let config = Config::from_cli(&cli(&[]), &env_of(&KEYS)).unwrap();
+    let Accounts::Exchange { base_url, accounts } = &config.accounts else { panic!("not demo") };
+    assert_eq!(base_url, "https://api-contract.weex.com");
+    assert_eq!(accounts[0].name, "default");
+    assert_eq!(accounts[0].coin_ids, vec![2]);
+    assert_eq!(accounts[0].credentials.secret.expose(), "s");
+    assert_eq!(config.poll_interval, Duration::from_secs(15));
+    assert_eq!(config.bills_overlap, Duration::from_secs(60));
+    assert_eq!(config.bills_backfill, Duration::ZERO);
+    assert_eq!(config.listen_address.to_string(), "0.0.0.0:10127");
+    assert_eq!(config.telemetry_path, "/metrics");
+    assert_eq!(config.bill_queries_per_poll(), 37);
+}
+
+#[test]
+fn missing_or_doubled_credentials_name_the_variable() {
+    let error = Config::from_cli(&cli(&[]), &env_of(&KEYS[..2])).unwrap_err();
+    assert!(error.to_string().starts_with("missing credentials: set CAPI_API_PASSPHRASE"), "{error}");
+    let secret_file = temp_file("secret", "from-file\n");
+    let mut vars = KEYS.to_vec();
+    vars.push(("CAPI_API_SECRET_FILE", secret_file.to_str().unwrap()));
+    let error = Config::from_cli(&cli(&[]), &env_of(&vars)).unwrap_err();
+    assert_eq!(error, ConfigError::AmbiguousCredential("CAPI_API_SECRET"));
+    vars.retain(|(k, _)| *k != "CAPI_API_SECRET");
+    let config = Config::from_cli(&cli(&[]), &env_of(&vars)).unwrap();
+    let Accounts::Exchange { accounts, .. } = config.accounts else { panic!() };
+    assert_eq!(accounts[0].credentials.secret.expose(), "from-file");
+}
+
+#[test]
+fn demo_needs_no_credentials() {
+    let config = Config::from_cli(&cli(&["--demo"]), &env_of(&[])).unwrap();
+    assert_eq!(config.accounts, Accounts::Demo { seed: 1, count: 2, coin_ids: vec![2] });
+}
+
+#[test]
+fn bad_values_give_one_line_naming_the_flag() {
+    let error = Config::from_cli(&cli(&["--web.listen-address", "nonsense"]), &env_of(&KEYS)).unwrap_err();
+    assert!(error.to_string().contains("--web.listen-address"), "{error}");
+    let error = Config::from_cli(&cli(&["--api.base-url", "ftp://x"]), &env_of(&KEYS)).unwrap_err();
+    assert!(error.to_string().contains("--api.base-url"), "{error}");
+    let error = Config::from_cli(&cli(&["--api.account-name", "a b"]), &env_of(&KEYS)).unwrap_err();
+    assert!(error.to_string().contains("account name"), "{error}");
+    let parse = Cli::try_parse_from(["capi_exporter", "--poll.interval", "5x"]).unwrap_err().to_string();
+    assert!(parse.contains("is not a duration"), "{parse}");
+}
+
+#[test]
+fn the_yaml_file_lists_accounts_with_their_own_credentials() {
+    let secret = temp_file("b-secret", "bsecret\n");
+    let yaml = format!(
+        "accounts:\n  - name: a\n    credentials:\n      api_key: {{env: A_KEY}}\n      secret: {{env: A_SECRET}}\n      passphrase: {{env: A_PASS}}\n  - name: b\n    coin_ids: [2, 1]\n    credentials:\n      api_key: {{env: B_KEY}}\n      secret: {{file: {}}}\n      passphrase: {{env: B_PASS}}\n",
+        secret.display()
+    );
+    let path = temp_file("accounts.yml", &yaml);
+    let env = env_of(&[("A_KEY", "ak"), ("A_SECRET", "as"), ("A_PASS", "ap"), ("B_KEY", "bk"), ("B_PASS", "bp")]);
+    let config = Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env).unwrap();
+    let Accounts::Exchange { accounts, .. } = config.accounts else { panic!() };
+    assert_eq!(accounts.len(), 2);
+    assert_eq!(accounts[1].coin_ids, vec![1, 2]);
+    assert_eq!(accounts[1].credentials.secret.expose(), "bsecret");
+    assert_eq!(accounts[0].coin_ids, vec![2]);
+}
+
+#[test]
+fn yaml_mistakes_name_the_file_and_the_account() {
+    let path = temp_file("typo.yml", "accounts:\n  - name: a\n    coinids: [2]\n");
+    let error = Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env_of(&[])).unwrap_err().to_string();
+    assert!(error.contains("typo.yml") && error.contains("coinids"), "{error}");
+    let path = temp_file("unset.yml", "accounts:\n  - name: a\n    credentials:\n      api_key: {env: NOPE}\n      secret: {env: NOPE}\n      passphrase: {env: NOPE}\n");
+    let error = Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env_of(&[])).unwrap_err().to_string();
+    assert!(error.contains("account \"a\"") && error.contains("NOPE is not set"), "{error}");
+    let error = Config::from_cli(&cli(&["--config.file", "/nonexistent.yml"]), &env_of(&[])).unwrap_err().to_string();
+    assert!(error.starts_with("config file /nonexistent.yml"), "{error}");
+}

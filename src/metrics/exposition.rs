@@ -1,0 +1,330 @@
+//! Snapshot to exposition: fresh series from the latest snapshots at every scrape.
+//!
+//! Every numeric field of a record becomes one gauge named after it (the tables live with the
+//! models, see [`crate::api::fields::NumericField`]), so a field cannot be decoded and forgotten.
+//! Series exist only for records in the latest snapshot: a closed position's series disappear at
+//! the next poll.
+
+use super::snapshot::{AccountSlot, AccountSnapshot};
+use crate::api::fields::{NumericField, Unit};
+use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use rust_decimal::prelude::ToPrimitive;
+use std::fmt;
+use std::sync::Arc;
+
+/// The labels of one row: borrowed from the snapshot, so a scrape allocates no label text.
+type Labels<'a> = Vec<(&'static str, &'a str)>;
+
+const UP_HELP: &str = "Whether every request of the account's last poll succeeded (1) or not (0). The exchange \
+     API is rate-limited, so the exporter polls it in the background every --poll.interval and \
+     scrapes read the last poll's figures; a scrape never calls the exchange";
+
+/// Renders every account's latest snapshot.
+#[derive(Debug)]
+pub struct SnapshotCollector {
+    slots: Vec<Arc<AccountSlot>>,
+}
+
+impl SnapshotCollector {
+    pub fn new(slots: Vec<Arc<AccountSlot>>) -> Self {
+        Self { slots }
+    }
+}
+
+impl Collector for SnapshotCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        let up = self.slots.iter().map(|slot| {
+            let up = slot.latest().is_some_and(|s| s.up);
+            (vec![("account", slot.name())], f64::from(u8::from(up)))
+        });
+        write_family(&mut encoder, "capi_up", UP_HELP, MetricType::Gauge, up.collect())?;
+        let snapshots: Vec<(&str, Arc<AccountSnapshot>)> =
+            self.slots.iter().filter_map(|slot| slot.latest().map(|s| (slot.name(), s))).collect();
+        let snapshots: Vec<(&str, &AccountSnapshot)> = snapshots.iter().map(|(n, s)| (*n, s.as_ref())).collect();
+        encode_account(&mut encoder, &snapshots)?;
+        encode_collateral(&mut encoder, &snapshots)?;
+        encode_positions(&mut encoder, &snapshots)?;
+        encode_bills(&mut encoder, &snapshots)
+    }
+}
+
+fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSnapshot)]) -> fmt::Result {
+    let accounts: Vec<_> = snapshots.iter().filter_map(|(name, s)| s.account().map(|a| (*name, a))).collect();
+    let rows: Vec<(Labels, &AccountFields)> =
+        accounts.iter().map(|(name, a)| (vec![("account", *name)], &a.fields)).collect();
+    write_record_fields(encoder, "capi_account", AccountFields::NUMERIC_FIELDS, &rows)?;
+
+    let info = accounts.iter().map(|(name, a)| {
+        let f = &a.fields;
+        let labels = vec![
+            ("account", *name),
+            ("account_id", text(&f.id)),
+            ("user_id", text(&f.user_id)),
+            ("client_account_id", text(&f.client_account_id)),
+            ("status", text(&f.status)),
+            ("extra_type", text(&f.extra_type)),
+            ("extra_data_json", text(&f.extra_data_json)),
+        ];
+        (labels, 1.0)
+    });
+    write_family(encoder, "capi_account_info", "Text fields of the account record; value 1", MetricType::Gauge, info.collect())?;
+
+    let versions = snapshots.iter().flat_map(|(name, s)| {
+        s.coins.iter().filter_map(move |(coin, info)| {
+            let version = info.version?.to_f64()?;
+            Some(((vec![("account", *name)], [("coin_id", coin.to_string())]), version))
+        })
+    });
+    write_family(encoder, "capi_account_version", "The account query's version value, per coin", MetricType::Gauge, versions.collect())?;
+
+    encode_fee_settings(encoder, &accounts)?;
+    encode_contract_settings(encoder, &accounts)
+}
+
+/// How fee setting fields group into metrics: (metric suffix, help, label name, [(label value, field)]).
+type FeeGroup = (&'static str, &'static str, &'static str, &'static [(&'static str, &'static str)]);
+
+const FEE_GROUPS: [FeeGroup; 6] = [
+    ("fee_rate", "Fee rate by role", "role", &[("taker", "taker_fee_rate"), ("maker", "maker_fee_rate")]),
+    ("fee_rate_set", "Whether fee rates are set (1) or not (0)", "", &[("", "is_set_fee_rate")]),
+    ("fee_discount", "Fee rate discount", "", &[("", "fee_discount")]),
+    ("fee_discount_set", "Whether fee discounts are enabled (1) or not (0)", "", &[("", "is_set_fee_discount")]),
+    (
+        "fee_role_discount",
+        "Fee rate discount by role",
+        "role",
+        &[("taker", "taker_fee_discount"), ("maker", "maker_fee_discount")],
+    ),
+    (
+        "fee_role_discount_set",
+        "Whether separate taker and maker discounts apply (1) or not (0)",
+        "",
+        &[("", "is_set_taker_maker_fee_discount")],
+    ),
+];
+
+/// Per-contract fee settings as `capi_account_<group>{contract_id}` and the default setting,
+/// when present, as `capi_account_default_<group>`.
+fn encode_fee_settings(encoder: &mut DescriptorEncoder, accounts: &[(&str, &crate::api::model::Account)]) -> fmt::Result {
+    for (suffix, help, label, members) in FEE_GROUPS {
+        let members: Vec<_> = members.iter().map(|(value, field)| (*value, field_getter(FeeSetting::NUMERIC_FIELDS, field))).collect();
+        let per_contract = accounts.iter().flat_map(|(name, a)| {
+            a.fee_settings.iter().map(move |(contract, setting)| (vec![("account", *name), ("contract_id", contract.as_str())], setting))
+        });
+        let defaults = accounts.iter().filter_map(|(name, a)| a.default_fee_setting.as_ref().map(|s| (vec![("account", *name)], s)));
+        for (prefix, rows) in [("capi_account_", per_contract.collect::<Vec<_>>()), ("capi_account_default_", defaults.collect())] {
+            let samples = rows.iter().flat_map(|(labels, setting)| {
+                members.iter().filter_map(move |(value, get)| {
+                    let extra: Labels = if label.is_empty() { vec![] } else { vec![(label, *value)] };
+                    get(setting).map(|v| ((labels.as_slice(), extra), v))
+                })
+            });
+            write_family(encoder, &format!("{prefix}{suffix}"), help, MetricType::Gauge, samples.collect())?;
+        }
+    }
+    Ok(())
+}
+
+/// Leverage settings as one metric with a `kind` label, and mode settings as an info gauge.
+fn encode_contract_settings(encoder: &mut DescriptorEncoder, accounts: &[(&str, &crate::api::model::Account)]) -> fmt::Result {
+    let leverage = accounts.iter().flat_map(|(name, a)| {
+        a.leverage_settings.iter().flat_map(move |(contract, setting)| {
+            LeverageSetting::NUMERIC_FIELDS.iter().filter_map(move |field| {
+                let kind = field.name.trim_end_matches("_leverage");
+                let labels = vec![("account", *name), ("contract_id", contract.as_str()), ("kind", kind)];
+                (field.value)(setting).map(|v| (labels, v))
+            })
+        })
+    });
+    write_family(encoder, "capi_account_leverage_setting", "Leverage setting per futures contract and kind", MetricType::Gauge, leverage.collect())?;
+
+    let modes = accounts.iter().flat_map(|(name, a)| {
+        a.mode_settings.iter().map(move |(contract, m)| {
+            let labels = vec![
+                ("account", *name),
+                ("contract_id", contract.as_str()),
+                ("margin_mode", text(&m.margin_mode)),
+                ("separated_mode", text(&m.separated_mode)),
+                ("position_mode", text(&m.position_mode)),
+            ];
+            (labels, 1.0)
+        })
+    });
+    write_family(encoder, "capi_contract_mode_info", "Mode settings per futures contract; value 1", MetricType::Gauge, modes.collect())
+}
+
+fn encode_collateral(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSnapshot)]) -> fmt::Result {
+    let rows: Vec<(Labels, &Collateral)> = snapshots
+        .iter()
+        .flat_map(|(name, s)| s.coins.values().flat_map(|info| info.collateral.iter()).map(move |c| (collateral_labels(name, c), c)))
+        .collect();
+    write_record_fields(encoder, "capi_collateral", Collateral::NUMERIC_FIELDS, &rows)
+}
+
+fn collateral_labels<'a>(account: &'a str, c: &'a Collateral) -> Labels<'a> {
+    vec![
+        ("account", account),
+        ("coin_id", text(&c.coin_id)),
+        ("margin_mode", text(&c.margin_mode)),
+        ("cross_contract_id", text(&c.cross_contract_id)),
+        ("isolated_position_id", text(&c.isolated_position_id)),
+    ]
+}
+
+fn encode_positions(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSnapshot)]) -> fmt::Result {
+    let positions: Vec<(&str, &Position)> = snapshots
+        .iter()
+        .flat_map(|(name, s)| s.coins.values().flat_map(|info| info.positions.iter()).map(move |p| (*name, p)))
+        .collect();
+    let rows: Vec<(Labels, &Position)> = positions.iter().map(|(name, p)| (position_labels(name, p), *p)).collect();
+    write_record_fields(encoder, "capi_position", Position::NUMERIC_FIELDS, &rows)?;
+    let info = rows.iter().map(|(labels, p)| {
+        let extra = vec![
+            ("separated_mode", text(&p.separated_mode)),
+            ("separated_open_order_id", text(&p.separated_open_order_id)),
+            ("account_id", text(&p.account_id)),
+        ];
+        ((labels.as_slice(), extra), 1.0)
+    });
+    write_family(encoder, "capi_position_info", "Text fields of a position record; value 1", MetricType::Gauge, info.collect())
+}
+
+fn position_labels<'a>(account: &'a str, p: &'a Position) -> Labels<'a> {
+    vec![
+        ("account", account),
+        ("coin_id", text(&p.coin_id)),
+        ("contract_id", text(&p.contract_id)),
+        ("side", text(&p.side)),
+        ("margin_mode", text(&p.margin_mode)),
+        ("position_id", text(&p.id)),
+    ]
+}
+
+fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSnapshot)]) -> fmt::Result {
+    let counts = snapshots.iter().flat_map(|(name, s)| {
+        s.counters.bills.iter().map(move |((coin, kind), n)| {
+            (vec![("account", *name), ("coin", coin.as_str()), ("business_type", kind.as_str())], *n as f64)
+        })
+    });
+    write_family(encoder, "capi_bills", "Bills counted by coin and business type, each exactly once", MetricType::Counter, counts.collect())?;
+    for (name, help, pick) in [
+        ("capi_bill_amount", "Sum of the absolute amounts of bills, by the amount's sign: in (>0) or out (<0)", Flow::Amount),
+        ("capi_bill_fill_fee", "Sum of the absolute fill fees of bills, by the fee's sign: in (>0, a rebate) or out (<0, paid)", Flow::FillFee),
+    ] {
+        let sums = snapshots.iter().flat_map(|(account, s)| {
+            let sums = match pick {
+                Flow::Amount => &s.counters.amounts,
+                Flow::FillFee => &s.counters.fill_fees,
+            };
+            sums.iter().map(move |((coin, kind, direction), sum)| {
+                let labels = vec![("account", *account), ("coin", coin.as_str()), ("business_type", kind.as_str()), ("direction", direction.as_str())];
+                (labels, sum.to_f64().unwrap_or(f64::NAN))
+            })
+        });
+        write_family(encoder, name, help, MetricType::Counter, sums.collect())?;
+    }
+    let balances = snapshots.iter().flat_map(|(name, s)| {
+        s.counters.balances.iter().map(move |(coin, b)| (vec![("account", *name), ("coin", coin.as_str())], b.balance.to_f64().unwrap_or(f64::NAN)))
+    });
+    write_family(encoder, "capi_bill_balance", "Balance after the newest bill counted, per coin", MetricType::Gauge, balances.collect())?;
+    let truncated = snapshots.iter().map(|(name, s)| (vec![("account", *name)], s.counters.truncated_queries as f64));
+    write_family(
+        encoder,
+        "capi_bill_pages_truncated",
+        "Bill queries still full after splitting by time, business type, coin and symbol; each hid at least one bill that was not counted",
+        MetricType::Counter,
+        truncated.collect(),
+    )?;
+    let cursor = snapshots.iter().map(|(name, s)| (vec![("account", *name)], s.settled_through_ms as f64 / 1000.0));
+    write_family(
+        encoder,
+        "capi_bill_cursor_timestamp_seconds",
+        "Bills created up to this time are final in the bill counters; newer ones may still arrive late",
+        MetricType::Gauge,
+        cursor.collect(),
+    )
+}
+
+#[derive(Clone, Copy)]
+enum Flow {
+    Amount,
+    FillFee,
+}
+
+/// One gauge per numeric field, over all rows.
+fn write_record_fields<R>(encoder: &mut DescriptorEncoder, prefix: &str, fields: &[NumericField<R>], rows: &[(Labels, &R)]) -> fmt::Result {
+    for field in fields {
+        let samples = rows.iter().filter_map(|(labels, record)| (field.value)(record).map(|v| (labels.as_slice(), v)));
+        write_family(encoder, &metric_name(prefix, field.name, field.unit), field.help, MetricType::Gauge, samples.collect())?;
+    }
+    Ok(())
+}
+
+/// Millisecond times become seconds: `updated_time` -> `updated_timestamp_seconds`,
+/// `create_order_delay_milliseconds` -> `create_order_delay_seconds`.
+pub fn metric_name(prefix: &str, field: &str, unit: Unit) -> String {
+    match unit {
+        Unit::TimestampMillis => format!("{prefix}_{}_timestamp_seconds", field.trim_end_matches("_time")),
+        Unit::DurationMillis => format!("{prefix}_{}_seconds", field.trim_end_matches("_milliseconds")),
+        Unit::Plain | Unit::Boolean => format!("{prefix}_{field}"),
+    }
+}
+
+/// Writes one metric family; a family with no samples is left out entirely.
+fn write_family<L: EncodeLabelSet>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    kind: MetricType,
+    samples: Vec<(L, f64)>,
+) -> fmt::Result {
+    if samples.is_empty() {
+        return Ok(());
+    }
+    let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
+    for (labels, value) in &samples {
+        let family = metric.encode_family(labels)?;
+        match kind {
+            MetricType::Counter => ConstCounter::new(*value).encode(family)?,
+            _ => ConstGauge::new(*value).encode(family)?,
+        }
+    }
+    Ok(())
+}
+
+fn field_getter<R>(fields: &[NumericField<R>], name: &str) -> fn(&R) -> Option<f64> {
+    fields.iter().find(|f| f.name == name).map(|f| f.value).unwrap_or_else(|| panic!("no field {name}"))
+}
+
+fn text(value: &Option<String>) -> &str {
+    value.as_deref().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millisecond_fields_are_named_in_seconds() {
+        assert_eq!(metric_name("capi_collateral", "updated_time", Unit::TimestampMillis), "capi_collateral_updated_timestamp_seconds");
+        assert_eq!(
+            metric_name("capi_account", "create_order_delay_milliseconds", Unit::DurationMillis),
+            "capi_account_create_order_delay_seconds"
+        );
+        assert_eq!(metric_name("capi_collateral", "is_liquidating", Unit::Boolean), "capi_collateral_is_liquidating");
+    }
+
+    #[test]
+    fn every_fee_group_names_real_fields() {
+        for (_, _, _, members) in FEE_GROUPS {
+            for (_, field) in members {
+                field_getter(FeeSetting::NUMERIC_FIELDS, field);
+            }
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Immutable per-account snapshots, handed from the poller to the exposition.
+
+use crate::api::model::{Account, AccountInfo};
+use crate::poller::counters::BillCounters;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+/// Everything `/metrics` shows about one account, as of its last poll.
+#[derive(Debug, Clone, Default)]
+pub struct AccountSnapshot {
+    /// The last good answer of the account query, per coin id. A coin whose query failed keeps
+    /// its previous answer: `capi_up` and the request counters tell that it is old.
+    pub coins: BTreeMap<u64, AccountInfo>,
+    pub counters: BillCounters,
+    /// Bills created at or before this millisecond are final in the counters.
+    pub settled_through_ms: i64,
+    /// Whether every request of the last poll succeeded.
+    pub up: bool,
+}
+
+impl AccountSnapshot {
+    /// The account record, which every coin's answer repeats: taken from the lowest coin id.
+    pub fn account(&self) -> Option<&Account> {
+        self.coins.values().find_map(|info| info.account.as_ref())
+    }
+}
+
+/// Where one account's poller publishes and the exposition reads.
+#[derive(Debug)]
+pub struct AccountSlot {
+    name: String,
+    latest: RwLock<Option<Arc<AccountSnapshot>>>,
+    ever_up: AtomicBool,
+}
+
+impl AccountSlot {
+    pub fn new(name: impl Into<String>) -> Arc<Self> {
+        Arc::new(Self { name: name.into(), latest: RwLock::new(None), ever_up: AtomicBool::new(false) })
+    }
+
+    /// The configured account name, the `account` label of every series.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn publish(&self, snapshot: AccountSnapshot) {
+        if snapshot.up {
+            self.ever_up.store(true, Ordering::Release);
+        }
+        *self.latest.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(snapshot));
+    }
+
+    pub fn latest(&self) -> Option<Arc<AccountSnapshot>> {
+        self.latest.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether a poll of this account has ever fully succeeded (readiness).
+    pub fn has_been_up(&self) -> bool {
+        self.ever_up.load(Ordering::Acquire)
+    }
+}
