@@ -57,7 +57,14 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     for (index, (account, slot)) in accounts.into_iter().zip(&slots).enumerate() {
         exporter_metrics.add_account(&account.name);
         let client = Client::new(http.clone(), client_settings.clone(), account.credentials);
-        let poller = AccountPoller::new(client, account.coin_ids, settings.clone(), slot.clone(), exporter_metrics.clone(), store.clone());
+        let poller = AccountPoller::new(
+            client,
+            account.coin_ids,
+            settings.clone(),
+            slot.clone(),
+            exporter_metrics.clone(),
+            store.clone(),
+        );
         // Spread the accounts over the interval instead of querying all of them at once.
         let start_delay = config.poll_interval.mul_f64(index as f64 / count as f64);
         pollers.spawn(poller.run(start_delay, stopped.clone()));
@@ -92,7 +99,11 @@ async fn resolve_accounts(
                     secret: Secret::new(generated.secret),
                     passphrase: Secret::new(generated.passphrase),
                 };
-                accounts.push(AccountConfig { name: format!("demo-{}", index + 1), coin_ids: coin_ids.clone(), credentials });
+                accounts.push(AccountConfig {
+                    name: format!("demo-{}", index + 1),
+                    coin_ids: coin_ids.clone(),
+                    credentials,
+                });
             }
             let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
             let (address, server) = exchange.start(loopback).await.map_err(RunError::Demo)?;
@@ -112,7 +123,9 @@ fn open_state(path: &std::path::Path) -> StateStore {
     match report {
         Ok(0) => info!(path = %path.display(), "no saved bill state yet; it will be created after the first poll"),
         Ok(accounts) => info!(path = %path.display(), accounts, "loaded saved bill state"),
-        Err(e) => error!(error = %e, "the state file was moved aside to <path>.corrupt; bill counting starts afresh from now"),
+        Err(e) => {
+            error!(error = %e, "the state file was moved aside to <path>.corrupt; bill counting starts afresh from now")
+        }
     }
     store
 }

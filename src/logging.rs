@@ -75,7 +75,8 @@ impl LogfmtFields {
 
 /// Quotes a value when it holds spaces, quotes, `=` or control characters, as logfmt asks.
 fn quote(value: &str) -> String {
-    let plain = !value.is_empty() && !value.chars().any(|c| c.is_whitespace() || c == '"' || c == '=' || c.is_control());
+    let plain =
+        !value.is_empty() && !value.chars().any(|c| c.is_whitespace() || c == '"' || c == '=' || c.is_control());
     if plain {
         return value.to_string();
     }

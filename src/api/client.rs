@@ -257,7 +257,9 @@ mod tests {
         let exchange = interpret(400, None, br#"{"code":40009,"msg":"bad sign","requestTime":1}"#);
         assert!(matches!(exchange, Err(ApiError::Exchange { ref code, .. }) if code == "40009"));
         let html = interpret(502, None, b"<html>\n<body>Bad Gateway</body></html>");
-        assert!(matches!(html, Err(ApiError::Http { status: 502, ref snippet }) if snippet == "<html> <body>Bad Gateway</body></html>"));
+        assert!(
+            matches!(html, Err(ApiError::Http { status: 502, ref snippet }) if snippet == "<html> <body>Bad Gateway</body></html>")
+        );
         let limited = interpret(429, Some(Duration::from_secs(3)), b"");
         assert!(matches!(limited, Err(ApiError::RateLimited { retry_after: Some(d) }) if d.as_secs() == 3));
         let truncated = interpret(200, None, br#"{"hasNextPage":false,"ite"#);

@@ -107,9 +107,7 @@ pub fn decimal(value: &Value) -> Result<Decimal, &'static str> {
 }
 
 fn parse_decimal(text: &str) -> Result<Decimal, &'static str> {
-    Decimal::from_str(text)
-        .or_else(|_| Decimal::from_scientific(text))
-        .map_err(|_| "not a decimal")
+    Decimal::from_str(text).or_else(|_| Decimal::from_scientific(text)).map_err(|_| "not a decimal")
 }
 
 /// A whole number, from a JSON integer or digit text; never through a float.
@@ -151,9 +149,7 @@ impl<'a> FieldReader<'a> {
     /// The raw value of the first of `names` that is present and not null.
     pub fn raw<'n>(&self, names: &[&'n str]) -> Option<(&'a Value, &'n str)> {
         let object: &'a Map<String, Value> = self.object;
-        names
-            .iter()
-            .find_map(|name| object.get(*name).filter(|v| !v.is_null()).map(|v| (v, *name)))
+        names.iter().find_map(|name| object.get(*name).filter(|v| !v.is_null()).map(|v| (v, *name)))
     }
 
     /// Decodes a field that may be spelled several ways; absent or null gives `None` silently.

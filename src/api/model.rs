@@ -62,10 +62,7 @@ pub fn decode_bill_page(body: &Value, problems: &mut Vec<DecodeProblem>) -> Resu
     if has_next_page.is_none() {
         reader.problem("hasNextPage".into(), "missing; assumed true so the window is split");
     }
-    let items = items
-        .iter()
-        .filter_map(|item| decode_bill(item, reader.problems()))
-        .collect();
+    let items = items.iter().filter_map(|item| decode_bill(item, reader.problems())).collect();
     Ok(BillPage { has_next_page: has_next_page.unwrap_or(true), items })
 }
 

@@ -45,7 +45,11 @@ pub enum LogLevel {
 
 /// Command-line flags. Every flag can also come from the environment variable it names.
 #[derive(Debug, Parser)]
-#[command(name = "capi_exporter", version, about = "Prometheus exporter for the futures (contract) account API of a crypto exchange")]
+#[command(
+    name = "capi_exporter",
+    version,
+    about = "Prometheus exporter for the futures (contract) account API of a crypto exchange"
+)]
 pub struct Cli {
     /// Base URL of the exchange's contract API.
     #[arg(long = "api.base-url", env = "CAPI_API_BASE_URL", default_value = "https://api-contract.weex.com")]
@@ -214,7 +218,8 @@ pub(crate) fn read_secret_file(path: &PathBuf, what: &str) -> Result<Secret, Con
 
 fn validate_base_url(url: &str) -> Result<String, ConfigError> {
     let trimmed = url.trim_end_matches('/');
-    let valid = reqwest::Url::parse(trimmed).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    let valid =
+        reqwest::Url::parse(trimmed).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
     if !valid {
         return Err(ConfigError::Invalid(format!(
             "--api.base-url {url:?} is not an http(s) URL, e.g. https://api-contract.weex.com"
@@ -234,7 +239,8 @@ pub(crate) fn validate_coin_ids(ids: &[u64], origin: &str) -> Result<Vec<u64>, C
 }
 
 pub(crate) fn validate_name(name: &str) -> Result<String, ConfigError> {
-    let valid = !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    let valid =
+        !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
     if !valid {
         return Err(ConfigError::Invalid(format!(
             "account name {name:?} must be 1 to 64 letters, digits, '-', '_' or '.'"

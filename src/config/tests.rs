@@ -91,10 +91,12 @@ fn the_yaml_file_lists_accounts_with_their_own_credentials() {
 #[test]
 fn yaml_mistakes_name_the_file_and_the_account() {
     let path = temp_file("typo.yml", "accounts:\n  - name: a\n    coinids: [2]\n");
-    let error = Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env_of(&[])).unwrap_err().to_string();
+    let error =
+        Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env_of(&[])).unwrap_err().to_string();
     assert!(error.contains("typo.yml") && error.contains("coinids"), "{error}");
     let path = temp_file("unset.yml", "accounts:\n  - name: a\n    credentials:\n      api_key: {env: NOPE}\n      secret: {env: NOPE}\n      passphrase: {env: NOPE}\n");
-    let error = Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env_of(&[])).unwrap_err().to_string();
+    let error =
+        Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env_of(&[])).unwrap_err().to_string();
     assert!(error.contains("account \"a\"") && error.contains("NOPE is not set"), "{error}");
     let error = Config::from_cli(&cli(&["--config.file", "/nonexistent.yml"]), &env_of(&[])).unwrap_err().to_string();
     assert!(error.starts_with("config file /nonexistent.yml"), "{error}");

@@ -72,7 +72,13 @@ fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountS
         ];
         (labels, 1.0)
     });
-    write_family(encoder, "capi_account_info", "Text fields of the account record; value 1", MetricType::Gauge, info.collect())?;
+    write_family(
+        encoder,
+        "capi_account_info",
+        "Text fields of the account record; value 1",
+        MetricType::Gauge,
+        info.collect(),
+    )?;
 
     let versions = snapshots.iter().flat_map(|(name, s)| {
         s.coins.iter().filter_map(move |(coin, info)| {
@@ -80,7 +86,13 @@ fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountS
             Some(((vec![("account", *name)], [("coin_id", coin.to_string())]), version))
         })
     });
-    write_family(encoder, "capi_account_version", "The account query's version value, per coin", MetricType::Gauge, versions.collect())?;
+    write_family(
+        encoder,
+        "capi_account_version",
+        "The account query's version value, per coin",
+        MetricType::Gauge,
+        versions.collect(),
+    )?;
 
     encode_fee_settings(encoder, &accounts)?;
     encode_contract_settings(encoder, &accounts)
@@ -110,14 +122,24 @@ const FEE_GROUPS: [FeeGroup; 6] = [
 
 /// Per-contract fee settings as `capi_account_<group>{contract_id}` and the default setting,
 /// when present, as `capi_account_default_<group>`.
-fn encode_fee_settings(encoder: &mut DescriptorEncoder, accounts: &[(&str, &crate::api::model::Account)]) -> fmt::Result {
+fn encode_fee_settings(
+    encoder: &mut DescriptorEncoder,
+    accounts: &[(&str, &crate::api::model::Account)],
+) -> fmt::Result {
     for (suffix, help, label, members) in FEE_GROUPS {
-        let members: Vec<_> = members.iter().map(|(value, field)| (*value, field_getter(FeeSetting::NUMERIC_FIELDS, field))).collect();
+        let members: Vec<_> =
+            members.iter().map(|(value, field)| (*value, field_getter(FeeSetting::NUMERIC_FIELDS, field))).collect();
         let per_contract = accounts.iter().flat_map(|(name, a)| {
-            a.fee_settings.iter().map(move |(contract, setting)| (vec![("account", *name), ("contract_id", contract.as_str())], setting))
+            a.fee_settings
+                .iter()
+                .map(move |(contract, setting)| (vec![("account", *name), ("contract_id", contract.as_str())], setting))
         });
-        let defaults = accounts.iter().filter_map(|(name, a)| a.default_fee_setting.as_ref().map(|s| (vec![("account", *name)], s)));
-        for (prefix, rows) in [("capi_account_", per_contract.collect::<Vec<_>>()), ("capi_account_default_", defaults.collect())] {
+        let defaults = accounts
+            .iter()
+            .filter_map(|(name, a)| a.default_fee_setting.as_ref().map(|s| (vec![("account", *name)], s)));
+        for (prefix, rows) in
+            [("capi_account_", per_contract.collect::<Vec<_>>()), ("capi_account_default_", defaults.collect())]
+        {
             let samples = rows.iter().flat_map(|(labels, setting)| {
                 members.iter().filter_map(move |(value, get)| {
                     let extra: Labels = if label.is_empty() { vec![] } else { vec![(label, *value)] };
@@ -131,7 +153,10 @@ fn encode_fee_settings(encoder: &mut DescriptorEncoder, accounts: &[(&str, &crat
 }
 
 /// Leverage settings as one metric with a `kind` label, and mode settings as an info gauge.
-fn encode_contract_settings(encoder: &mut DescriptorEncoder, accounts: &[(&str, &crate::api::model::Account)]) -> fmt::Result {
+fn encode_contract_settings(
+    encoder: &mut DescriptorEncoder,
+    accounts: &[(&str, &crate::api::model::Account)],
+) -> fmt::Result {
     let leverage = accounts.iter().flat_map(|(name, a)| {
         a.leverage_settings.iter().flat_map(move |(contract, setting)| {
             LeverageSetting::NUMERIC_FIELDS.iter().filter_map(move |field| {
@@ -141,7 +166,13 @@ fn encode_contract_settings(encoder: &mut DescriptorEncoder, accounts: &[(&str, 
             })
         })
     });
-    write_family(encoder, "capi_account_leverage_setting", "Leverage setting per futures contract and kind", MetricType::Gauge, leverage.collect())?;
+    write_family(
+        encoder,
+        "capi_account_leverage_setting",
+        "Leverage setting per futures contract and kind",
+        MetricType::Gauge,
+        leverage.collect(),
+    )?;
 
     let modes = accounts.iter().flat_map(|(name, a)| {
         a.mode_settings.iter().map(move |(contract, m)| {
@@ -155,13 +186,21 @@ fn encode_contract_settings(encoder: &mut DescriptorEncoder, accounts: &[(&str, 
             (labels, 1.0)
         })
     });
-    write_family(encoder, "capi_contract_mode_info", "Mode settings per futures contract; value 1", MetricType::Gauge, modes.collect())
+    write_family(
+        encoder,
+        "capi_contract_mode_info",
+        "Mode settings per futures contract; value 1",
+        MetricType::Gauge,
+        modes.collect(),
+    )
 }
 
 fn encode_collateral(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSnapshot)]) -> fmt::Result {
     let rows: Vec<(Labels, &Collateral)> = snapshots
         .iter()
-        .flat_map(|(name, s)| s.coins.values().flat_map(|info| info.collateral.iter()).map(move |c| (collateral_labels(name, c), c)))
+        .flat_map(|(name, s)| {
+            s.coins.values().flat_map(|info| info.collateral.iter()).map(move |c| (collateral_labels(name, c), c))
+        })
         .collect();
     write_record_fields(encoder, "capi_collateral", Collateral::NUMERIC_FIELDS, &rows)
 }
@@ -191,7 +230,13 @@ fn encode_positions(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &Accoun
         ];
         ((labels.as_slice(), extra), 1.0)
     });
-    write_family(encoder, "capi_position_info", "Text fields of a position record; value 1", MetricType::Gauge, info.collect())
+    write_family(
+        encoder,
+        "capi_position_info",
+        "Text fields of a position record; value 1",
+        MetricType::Gauge,
+        info.collect(),
+    )
 }
 
 fn position_labels<'a>(account: &'a str, p: &'a Position) -> Labels<'a> {
@@ -211,10 +256,24 @@ fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSna
             (vec![("account", *name), ("coin", coin.as_str()), ("business_type", kind.as_str())], *n as f64)
         })
     });
-    write_family(encoder, "capi_bills", "Bills counted by coin and business type, each exactly once", MetricType::Counter, counts.collect())?;
+    write_family(
+        encoder,
+        "capi_bills",
+        "Bills counted by coin and business type, each exactly once",
+        MetricType::Counter,
+        counts.collect(),
+    )?;
     for (name, help, pick) in [
-        ("capi_bill_amount", "Sum of the absolute amounts of bills, by the amount's sign: in (>0) or out (<0)", Flow::Amount),
-        ("capi_bill_fill_fee", "Sum of the absolute fill fees of bills, by the fee's sign: in (>0, a rebate) or out (<0, paid)", Flow::FillFee),
+        (
+            "capi_bill_amount",
+            "Sum of the absolute amounts of bills, by the amount's sign: in (>0) or out (<0)",
+            Flow::Amount,
+        ),
+        (
+            "capi_bill_fill_fee",
+            "Sum of the absolute fill fees of bills, by the fee's sign: in (>0, a rebate) or out (<0, paid)",
+            Flow::FillFee,
+        ),
     ] {
         let sums = snapshots.iter().flat_map(|(account, s)| {
             let sums = match pick {
@@ -222,16 +281,29 @@ fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSna
                 Flow::FillFee => &s.counters.fill_fees,
             };
             sums.iter().map(move |((coin, kind, direction), sum)| {
-                let labels = vec![("account", *account), ("coin", coin.as_str()), ("business_type", kind.as_str()), ("direction", direction.as_str())];
+                let labels = vec![
+                    ("account", *account),
+                    ("coin", coin.as_str()),
+                    ("business_type", kind.as_str()),
+                    ("direction", direction.as_str()),
+                ];
                 (labels, sum.to_f64().unwrap_or(f64::NAN))
             })
         });
         write_family(encoder, name, help, MetricType::Counter, sums.collect())?;
     }
     let balances = snapshots.iter().flat_map(|(name, s)| {
-        s.counters.balances.iter().map(move |(coin, b)| (vec![("account", *name), ("coin", coin.as_str())], b.balance.to_f64().unwrap_or(f64::NAN)))
+        s.counters.balances.iter().map(move |(coin, b)| {
+            (vec![("account", *name), ("coin", coin.as_str())], b.balance.to_f64().unwrap_or(f64::NAN))
+        })
     });
-    write_family(encoder, "capi_bill_balance", "Balance after the newest bill counted, per coin", MetricType::Gauge, balances.collect())?;
+    write_family(
+        encoder,
+        "capi_bill_balance",
+        "Balance after the newest bill counted, per coin",
+        MetricType::Gauge,
+        balances.collect(),
+    )?;
     let truncated = snapshots.iter().map(|(name, s)| (vec![("account", *name)], s.counters.truncated_queries as f64));
     write_family(
         encoder,
@@ -257,10 +329,21 @@ enum Flow {
 }
 
 /// One gauge per numeric field, over all rows.
-fn write_record_fields<R>(encoder: &mut DescriptorEncoder, prefix: &str, fields: &[NumericField<R>], rows: &[(Labels, &R)]) -> fmt::Result {
+fn write_record_fields<R>(
+    encoder: &mut DescriptorEncoder,
+    prefix: &str,
+    fields: &[NumericField<R>],
+    rows: &[(Labels, &R)],
+) -> fmt::Result {
     for field in fields {
         let samples = rows.iter().filter_map(|(labels, record)| (field.value)(record).map(|v| (labels.as_slice(), v)));
-        write_family(encoder, &metric_name(prefix, field.name, field.unit), field.help, MetricType::Gauge, samples.collect())?;
+        write_family(
+            encoder,
+            &metric_name(prefix, field.name, field.unit),
+            field.help,
+            MetricType::Gauge,
+            samples.collect(),
+        )?;
     }
     Ok(())
 }
@@ -311,7 +394,10 @@ mod tests {
 
     #[test]
     fn millisecond_fields_are_named_in_seconds() {
-        assert_eq!(metric_name("capi_collateral", "updated_time", Unit::TimestampMillis), "capi_collateral_updated_timestamp_seconds");
+        assert_eq!(
+            metric_name("capi_collateral", "updated_time", Unit::TimestampMillis),
+            "capi_collateral_updated_timestamp_seconds"
+        );
         assert_eq!(
             metric_name("capi_account", "create_order_delay_milliseconds", Unit::DurationMillis),
             "capi_account_create_order_delay_seconds"

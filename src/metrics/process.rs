@@ -26,11 +26,20 @@ impl Collector for ProcessCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
         let Some(stats) = read_stats() else { return Ok(()) };
         let cpu = ConstCounter::new(stats.cpu_seconds);
-        cpu.encode(encoder.encode_descriptor("process_cpu_seconds", "Total user and system CPU time spent in seconds", None, cpu.metric_type())?)?;
+        cpu.encode(encoder.encode_descriptor(
+            "process_cpu_seconds",
+            "Total user and system CPU time spent in seconds",
+            None,
+            cpu.metric_type(),
+        )?)?;
         for (name, help, value) in [
             ("process_resident_memory_bytes", "Resident memory size in bytes", stats.resident_bytes),
             ("process_virtual_memory_bytes", "Virtual memory size in bytes", stats.virtual_bytes),
-            ("process_start_time_seconds", "Start time of the process since unix epoch in seconds", stats.start_time_seconds),
+            (
+                "process_start_time_seconds",
+                "Start time of the process since unix epoch in seconds",
+                stats.start_time_seconds,
+            ),
             ("process_threads", "Number of OS threads in the process", stats.threads),
             ("process_open_fds", "Number of open file descriptors", stats.open_fds),
             ("process_max_fds", "Maximum number of open file descriptors", stats.max_fds),

@@ -207,9 +207,7 @@ fn split(task: &Task, page: &BillPage) -> Option<Vec<Task>> {
             types.into_iter().map(|t| Filter::Type(t.to_string())).collect()
         }
         Filter::Type(t) => distinct(page, |b| &b.coin).map(|c| Filter::Coin(t.clone(), c)).collect(),
-        Filter::Coin(t, c) => distinct(page, |b| &b.symbol)
-            .map(|s| Filter::Symbol(t.clone(), c.clone(), s))
-            .collect(),
+        Filter::Coin(t, c) => distinct(page, |b| &b.symbol).map(|s| Filter::Symbol(t.clone(), c.clone(), s)).collect(),
         Filter::Symbol(..) => Vec::new(),
     };
     (!filters.is_empty()).then(|| filters.into_iter().map(at).collect())

@@ -70,12 +70,27 @@ impl AccountPoller {
         };
         let (cursor, counters) = match restored {
             Some(r) => {
-                info!(account = slot.name(), settled_through_ms = r.cursor.settled_through, "resuming bill counting from the state file");
+                info!(
+                    account = slot.name(),
+                    settled_through_ms = r.cursor.settled_through,
+                    "resuming bill counting from the state file"
+                );
                 (BillCursor::resume(r.cursor, overlap_ms, MAX_PAGE), r.counters)
             }
             None => (fresh(), BillCounters::default()),
         };
-        Self { client, coin_ids, settings, slot, metrics, store, cursor, counters, coins: BTreeMap::new(), last_failure: None }
+        Self {
+            client,
+            coin_ids,
+            settings,
+            slot,
+            metrics,
+            store,
+            cursor,
+            counters,
+            coins: BTreeMap::new(),
+            last_failure: None,
+        }
     }
 
     /// Polls every interval, after `start_delay`, until `shutdown` turns true. A poll in
@@ -141,13 +156,20 @@ impl AccountPoller {
         }
         if self.cursor.pass_in_progress() {
             self.metrics.scan_deferred(self.slot.name());
-            debug!(account = self.slot.name(), "bill scan reached the per-poll query limit; it resumes at the next poll");
+            debug!(
+                account = self.slot.name(),
+                "bill scan reached the per-poll query limit; it resumes at the next poll"
+            );
         }
         true
     }
 
     /// Awaits one request and records its outcome, latency and decode problems.
-    async fn observe<T>(&self, endpoint: Endpoint, request: impl Future<Output = Result<Answer<T>, ApiError>>) -> Result<T, ApiError> {
+    async fn observe<T>(
+        &self,
+        endpoint: Endpoint,
+        request: impl Future<Output = Result<Answer<T>, ApiError>>,
+    ) -> Result<T, ApiError> {
         let started = Instant::now();
         let result = request.await;
         self.metrics.request(self.slot.name(), endpoint, &result, started.elapsed());

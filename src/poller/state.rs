@@ -224,7 +224,10 @@ impl SavedAccount {
             saved.into_iter().map(|f| ((f.coin, f.business_type, f.direction), f.sum)).collect()
         };
         Restored {
-            cursor: CursorState { settled_through: self.settled_through, seen: self.seen.into_iter().collect::<HashMap<_, _>>() },
+            cursor: CursorState {
+                settled_through: self.settled_through,
+                seen: self.seen.into_iter().collect::<HashMap<_, _>>(),
+            },
             counters: BillCounters {
                 bills: self.bills.into_iter().map(|c| ((c.coin, c.business_type), c.count)).collect(),
                 amounts: flows(self.amounts),

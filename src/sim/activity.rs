@@ -1,0 +1,363 @@
+//! Made-up account activity for the demo, reproducible from a seed.
+//!
+//! Every tick, for every account and coin: funding settles on open positions every few ticks,
+//! positions sometimes grow, and at most one event happens: a position opens or closes, funds
+//! come in or go out, or a liquidation starts (and, a few ticks later, closes its position and
+//! finishes). Every change goes through the same book operations as scripted tests, so bills,
+//! balances, `cum_*` accumulators, update times and `version` stay consistent.
+//!
+//! Collateral follows spec 4.1: buying (opening a long, closing a short) takes the traded value
+//! out of the collateral, selling puts it in, and the fill fee is paid from it too. Trades are
+//! kept small against the collateral so that it stays positive.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use rust_decimal::Decimal;
+use tokio::task::JoinHandle;
+use tokio::time::MissedTickBehavior;
+
+use super::book::{Account, Book, NewBill, NewPosition};
+use super::records::{coin_name, contract_symbol, Position, CONTRACTS, TAKER_FEE_RATE};
+use super::rng::SplitMix64;
+use super::SimExchange;
+
+const FUNDING_EVERY_TICKS: u64 = 3;
+const MAX_POSITIONS_PER_COIN: usize = 2;
+/// The value of one contract, in collateral units: a position's size is its value over this.
+const CONTRACT_VALUE: Decimal = Decimal::from_parts(100, 0, 0, false, 0);
+/// A position grows no further once its value reaches this share of the collateral.
+const MAX_POSITION_SHARE: Decimal = Decimal::from_parts(2, 0, 0, false, 1);
+/// Deposits and transfers in are sized on the collateral, or on this when it is smaller.
+const MIN_FUNDS_BASE: Decimal = Decimal::from_parts(1000, 0, 0, false, 0);
+/// A liquidated position has lost this share of its margin.
+const LIQUIDATION_LOSS: Decimal = Decimal::from_parts(9, 0, 0, false, 1);
+
+pub(crate) fn spawn(sim: SimExchange, seed: u64, tick: Duration) -> JoinHandle<()> {
+    let mut activity = Activity::new(seed);
+    tokio::spawn(async move {
+        // A zero period would make `interval` panic.
+        let mut ticks = tokio::time::interval(tick.max(Duration::from_millis(1)));
+        ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        loop {
+            ticks.tick().await;
+            sim.with_book(|book, now_ms| activity.step(book, now_ms));
+        }
+    })
+}
+
+/// The generator's own state: its random sequence and the liquidations under way.
+#[derive(Debug)]
+pub(crate) struct Activity {
+    rng: SplitMix64,
+    tick: u64,
+    /// By (api key, coin id): the position being liquidated and the ticks until it is closed.
+    liquidations: BTreeMap<(String, u64), (String, u64)>,
+}
+
+/// One account's coin during one tick: where the generator's changes go.
+struct Desk<'a> {
+    book: &'a mut Book,
+    api_key: &'a str,
+    coin_id: u64,
+    now_ms: i64,
+}
+
+impl Desk<'_> {
+    fn account(&self) -> Option<&Account> {
+        self.book.account(self.api_key)
+    }
+
+    fn collateral(&self) -> Decimal {
+        self.account().map_or(Decimal::ZERO, |account| account.collateral_amount(self.coin_id))
+    }
+
+    fn positions(&self) -> Vec<Position> {
+        self.account().map_or_else(Vec::new, |account| account.positions_of(self.coin_id))
+    }
+
+    fn book_bill(&mut self, business_type: &str, symbol: String, amount: Decimal, fill_fee: Decimal) {
+        let bill = NewBill {
+            coin: coin_name(self.coin_id),
+            symbol,
+            business_type: business_type.to_owned(),
+            amount,
+            fill_fee,
+            ..NewBill::default()
+        };
+        self.book.add_bill(self.api_key, bill, self.now_ms);
+    }
+
+    /// Books a trade of `value` on a position: the bill, with its fee paid from the collateral.
+    fn book_trade(&mut self, side: &str, contract_id: u64, opening: bool, value: Decimal, fee: Decimal) {
+        let long = side == "LONG";
+        let action = if opening { "open" } else { "close" };
+        let business_type = format!("position_{action}_{}", if long { "long" } else { "short" });
+        let buying = long == opening;
+        let amount = if buying { -value } else { value };
+        self.book_bill(&business_type, contract_symbol(contract_id), amount - fee, fee);
+    }
+
+    fn edit_position(&mut self, position_id: &str, edit: impl FnOnce(&mut Position)) {
+        self.book.edit_position(self.api_key, position_id, self.now_ms, edit);
+    }
+}
+
+/// A decimal amount as the exchange would show it: at most 8 places, no trailing zeros.
+fn money(value: Decimal) -> Decimal {
+    value.round_dp(8).normalize()
+}
+
+fn fee_on(value: Decimal) -> Decimal {
+    money(value * TAKER_FEE_RATE)
+}
+
+impl Activity {
+    pub(crate) fn new(seed: u64) -> Self {
+        Self { rng: SplitMix64::new(seed), tick: 0, liquidations: BTreeMap::new() }
+    }
+
+    /// One tick over every account and coin, in key and coin order so a seed replays exactly.
+    pub(crate) fn step(&mut self, book: &mut Book, now_ms: i64) {
+        self.tick += 1;
+        for api_key in book.api_keys() {
+            let coin_ids = book.account(&api_key).map(Account::coin_ids).unwrap_or_default();
+            for coin_id in coin_ids {
+                self.step_coin(&mut Desk { book, api_key: &api_key, coin_id, now_ms });
+            }
+        }
+    }
+
+    fn step_coin(&mut self, desk: &mut Desk) {
+        let slot = (desk.api_key.to_owned(), desk.coin_id);
+        if let Some((position_id, ticks_left)) = self.liquidations.get_mut(&slot) {
+            *ticks_left -= 1;
+            if *ticks_left == 0 {
+                let position_id = std::mem::take(position_id);
+                self.liquidations.remove(&slot);
+                finish_liquidation(desk, &position_id);
+            }
+            return;
+        }
+        let collateral = desk.collateral();
+        for position in desk.positions() {
+            if self.tick % FUNDING_EVERY_TICKS == 0 {
+                self.settle_funding(desk, &position);
+            }
+            if self.rng.one_in(6) && position.open_value < collateral * MAX_POSITION_SHARE {
+                self.grow(desk, &position);
+            }
+        }
+        let positions = desk.positions();
+        let event = self.rng.between(0, 99);
+        let chosen = self.rng.pick(&positions).map(|position| position.id.clone());
+        match (event, chosen) {
+            (0..=11, _) if positions.len() < MAX_POSITIONS_PER_COIN => self.open(desk),
+            (12..=19, Some(position_id)) => {
+                let price_change = self.basis_points(-300, 300);
+                close(desk, &position_id, |_| price_change);
+            }
+            (20..=24, _) => self.pay_in(desk, "deposit"),
+            (25..=27, _) => self.pay_in(desk, "transfer_in"),
+            (28..=30, _) => self.pay_out(desk),
+            (31..=32, Some(position_id)) => {
+                desk.book.set_liquidating(desk.api_key, desk.coin_id, true, desk.now_ms);
+                self.liquidations.insert(slot, (position_id, self.rng.between(2, 4)));
+            }
+            _ => {}
+        }
+    }
+
+    /// A fraction drawn uniformly from `low..=high` basis points (hundredths of a percent).
+    fn basis_points(&mut self, low: i64, high: i64) -> Decimal {
+        let drawn = Decimal::from(low) + Decimal::from(self.rng.between(0, high.abs_diff(low)));
+        drawn / Decimal::from(10_000)
+    }
+
+    /// Opens a position worth 1-10% of the collateral.
+    fn open(&mut self, desk: &mut Desk) {
+        let Some(&(contract_id, _)) = self.rng.pick(&CONTRACTS) else {
+            return;
+        };
+        let side = if self.rng.one_in(2) { "LONG" } else { "SHORT" };
+        let leverage = Decimal::from(self.rng.between(5, 20));
+        let open_value = money(desk.collateral() * self.basis_points(100, 1000));
+        if open_value <= Decimal::ZERO {
+            return;
+        }
+        let new = NewPosition {
+            coin_id: desk.coin_id,
+            contract_id,
+            side: side.to_owned(),
+            margin_mode: "SHARED".to_owned(),
+            leverage,
+            size: money(open_value / CONTRACT_VALUE),
+            open_value,
+        };
+        let position_id = desk.book.open_position(desk.api_key, new, desk.now_ms);
+        let fee = fee_on(open_value);
+        desk.edit_position(&position_id, |position| {
+            position.open_fee = fee;
+            position.cum_open_fee = fee;
+        });
+        desk.book_trade(side, contract_id, true, open_value, fee);
+    }
+
+    /// Adds 5-20% to a position.
+    fn grow(&mut self, desk: &mut Desk, position: &Position) {
+        let added = money(position.open_value * self.basis_points(500, 2000));
+        let added_size = money(added / CONTRACT_VALUE);
+        let fee = fee_on(added);
+        desk.edit_position(&position.id, |position| {
+            position.size += added_size;
+            position.open_value += added;
+            position.open_fee += fee;
+            position.cum_open_size += added_size;
+            position.cum_open_value += added;
+            position.cum_open_fee += fee;
+        });
+        desk.book_trade(&position.side, position.contract_id, true, added, fee);
+    }
+
+    /// Settles funding at -3 to +3 basis points of the position's value: longs pay a positive
+    /// rate to shorts.
+    fn settle_funding(&mut self, desk: &mut Desk, position: &Position) {
+        let paid = money(position.open_value * self.basis_points(-3, 3));
+        let amount = if position.side == "LONG" { -paid } else { paid };
+        desk.edit_position(&position.id, |position| {
+            position.funding_fee += amount;
+            position.cum_funding_fee += amount;
+        });
+        desk.book_bill("position_funding", contract_symbol(position.contract_id), amount, Decimal::ZERO);
+    }
+
+    /// A deposit or a transfer in of 1-5% of the collateral.
+    fn pay_in(&mut self, desk: &mut Desk, business_type: &str) {
+        let amount = money(desk.collateral().max(MIN_FUNDS_BASE) * self.basis_points(100, 500));
+        desk.book_bill(business_type, String::new(), amount, Decimal::ZERO);
+    }
+
+    /// A transfer out of 0.5-5% of the collateral, when there is some.
+    fn pay_out(&mut self, desk: &mut Desk) {
+        let amount = money(desk.collateral() * self.basis_points(50, 500));
+        if amount > Decimal::ZERO {
+            desk.book_bill("transfer_out", String::new(), -amount, Decimal::ZERO);
+        }
+    }
+}
+
+/// Closes a position, if still open, at its value moved by `price_change` (a fraction).
+fn close(desk: &mut Desk, position_id: &str, price_change: impl FnOnce(&Position) -> Decimal) {
+    let Some(position) = desk.book.take_position(desk.api_key, position_id) else {
+        return;
+    };
+    let close_value = money(position.open_value * (Decimal::ONE + price_change(&position)));
+    desk.book_trade(&position.side, position.contract_id, false, close_value, fee_on(close_value));
+}
+
+/// Ends a liquidation: the position goes at a price that cost most of its margin.
+fn finish_liquidation(desk: &mut Desk, position_id: &str) {
+    close(desk, position_id, |position| {
+        let against = LIQUIDATION_LOSS / position.leverage.max(Decimal::ONE);
+        if position.side == "LONG" {
+            -against
+        } else {
+            against
+        }
+    });
+    desk.book.set_liquidating(desk.api_key, desk.coin_id, false, desk.now_ms);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{Credentials, SimBill};
+
+    fn run(seed: u64, ticks: i64) -> Book {
+        let mut book = Book::default();
+        book.add_account(Credentials::generate(1), &[1, 2], 0);
+        book.add_account(Credentials::generate(2), &[2], 0);
+        let mut activity = Activity::new(seed);
+        for tick in 0..ticks {
+            activity.step(&mut book, tick * 1000);
+        }
+        book
+    }
+
+    /// Each account's bills, in the order booked.
+    fn bills_by_account(book: &mut Book) -> Vec<Vec<SimBill>> {
+        book.api_keys().iter().map(|key| book.bills(key)).collect()
+    }
+
+    fn kinds_and_amounts(bills: &[SimBill]) -> Vec<(String, Decimal)> {
+        bills.iter().map(|bill| (bill.business_type.clone(), bill.amount)).collect()
+    }
+
+    #[test]
+    fn the_same_seed_replays_the_same_bills() {
+        let first = bills_by_account(&mut run(7, 300)).concat();
+        let again = bills_by_account(&mut run(7, 300)).concat();
+        let other = bills_by_account(&mut run(8, 300)).concat();
+        assert!(first.len() > 100, "{} bills", first.len());
+        assert_eq!(kinds_and_amounts(&first), kinds_and_amounts(&again));
+        assert_ne!(kinds_and_amounts(&first), kinds_and_amounts(&other));
+    }
+
+    #[test]
+    fn activity_is_varied_and_believable() {
+        let mut book = run(42, 2000);
+        let by_account = bills_by_account(&mut book);
+        let bills = by_account.concat();
+        for kind in [
+            "position_open_long",
+            "position_open_short",
+            "position_close_long",
+            "position_close_short",
+            "position_funding",
+            "deposit",
+            "transfer_in",
+            "transfer_out",
+            "start_liquidate",
+            "finish_liquidate",
+        ] {
+            assert!(bills.iter().any(|bill| bill.business_type == kind), "no {kind} bill");
+        }
+        for bill in &bills {
+            assert!(bill.balance > Decimal::ZERO, "balance {} after {:?}", bill.balance, bill);
+            for value in [bill.amount, bill.fill_fee, bill.balance] {
+                assert!(value.scale() <= 8, "{value} in {bill:?}");
+            }
+        }
+        for (key, bills) in book.api_keys().into_iter().zip(by_account) {
+            for coin_id in book.account(&key).map(Account::coin_ids).unwrap_or_default() {
+                let json = book.account_json(&key, coin_id);
+                assert!(json["position"].as_array().map_or(0, Vec::len) <= MAX_POSITIONS_PER_COIN);
+                let last = bills.iter().rev().find(|bill| bill.coin == coin_name(coin_id));
+                let amount = json["collateral"][0]["amount"].as_str().map(str::to_owned);
+                assert_eq!(amount, last.map(|bill| bill.balance.to_string()));
+            }
+        }
+    }
+
+    #[test]
+    fn liquidations_start_then_finish_and_close_their_position() {
+        let bills = bills_by_account(&mut run(42, 2000));
+        let mut open = BTreeMap::new();
+        for (account, bill) in
+            bills.iter().enumerate().flat_map(|(account, bills)| bills.iter().map(move |bill| (account, bill)))
+        {
+            let liquidating = open.entry((account, bill.coin.clone())).or_insert(false);
+            match bill.business_type.as_str() {
+                "start_liquidate" => {
+                    assert!(!*liquidating, "{bill:?}");
+                    *liquidating = true;
+                }
+                "finish_liquidate" => {
+                    assert!(*liquidating, "{bill:?}");
+                    *liquidating = false;
+                }
+                other => assert!(!*liquidating || other.starts_with("position_close"), "{bill:?} during a liquidation"),
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Faults injected in front of the exchange, as a proxy or a bad network would produce them.
+
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+
+use super::reply::Reply;
+
+/// What the next requests get instead of a normal answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fault {
+    /// This status (e.g. 502) with an HTML body, as from a proxy. An invalid code sends 502.
+    HtmlStatus(u16),
+    /// HTTP 200 with the normal JSON answer cut in half.
+    Truncated,
+    /// HTTP 200 with a body that claims to be JSON and is not.
+    MalformedJson,
+    /// Sleeps this long, then answers normally.
+    Hang(Duration),
+    /// HTTP 429, with a `Retry-After` header when given.
+    RateLimited { retry_after_secs: Option<u64> },
+    /// HTTP 400 with the documented error body for this code.
+    ExchangeError { code: String },
+}
+
+impl Fault {
+    /// The answer under this fault. `normal` computes the answer the exchange would give; it is
+    /// only called by faults that pass the request on (a hang, a truncation).
+    pub(crate) fn reply(&self, normal: impl FnOnce() -> Reply, now_ms: i64) -> Reply {
+        match self {
+            Self::HtmlStatus(status) => Reply::html(StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)),
+            Self::Truncated => normal().truncated(),
+            Self::MalformedJson => Reply::malformed_json(),
+            Self::Hang(_) => normal(),
+            Self::RateLimited { retry_after_secs } => Reply::too_many_requests(*retry_after_secs, now_ms),
+            Self::ExchangeError { code } => Reply::error(code, now_ms),
+        }
+    }
+}
+
+/// Injected faults in order, each with the number of requests it still applies to.
+#[derive(Debug, Default)]
+pub(crate) struct FaultQueue(VecDeque<(Fault, usize)>);
+
+impl FaultQueue {
+    pub(crate) fn push(&mut self, fault: Fault, times: usize) {
+        if times > 0 {
+            self.0.push_back((fault, times));
+        }
+    }
+
+    /// The fault for the next request, if any.
+    pub(crate) fn next(&mut self) -> Option<Fault> {
+        let (fault, left) = self.0.front_mut()?;
+        let fault = fault.clone();
+        *left -= 1;
+        if *left == 0 {
+            self.0.pop_front();
+        }
+        Some(fault)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn faults_apply_in_order_the_given_number_of_times() {
+        let mut queue = FaultQueue::default();
+        queue.push(Fault::Truncated, 2);
+        queue.push(Fault::MalformedJson, 0);
+        queue.push(Fault::HtmlStatus(502), 1);
+        assert_eq!(queue.next(), Some(Fault::Truncated));
+        assert_eq!(queue.next(), Some(Fault::Truncated));
+        assert_eq!(queue.next(), Some(Fault::HtmlStatus(502)));
+        assert_eq!(queue.next(), None);
+    }
+
+    #[test]
+    fn an_invalid_status_becomes_a_bad_gateway() {
+        let reply = Fault::HtmlStatus(1000).reply(|| unreachable!("no normal answer"), 0);
+        assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
+    }
+}

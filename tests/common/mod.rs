@@ -1,0 +1,271 @@
+//! Test harness: a simulated exchange in this process, the real exporter binary beside it,
+//! scrapes parsed into samples, and waiting for conditions with a deadline.
+
+#![allow(dead_code)] // each test file uses a different part of the harness
+
+use capi_exporter::sim::{Credentials, SimExchange, SimOptions};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Long enough for a busy 2-core machine; conditions are polled, so a fast run is still fast.
+pub const DEADLINE: Duration = Duration::from_secs(60);
+
+pub struct Exchange {
+    pub sim: SimExchange,
+    pub url: String,
+    pub credentials: Credentials,
+}
+
+impl Exchange {
+    /// A simulated exchange on loopback with one account holding coin 2 (USDT).
+    pub async fn start(options: SimOptions) -> Self {
+        let sim = SimExchange::new(options);
+        let credentials = Credentials::generate(7);
+        sim.add_account(credentials.clone(), &[2]);
+        let (address, _server) = sim.start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await.unwrap();
+        Self { sim, url: format!("http://{address}"), credentials }
+    }
+
+    pub fn key(&self) -> &str {
+        &self.credentials.api_key
+    }
+
+    /// Adds a second account and returns its credentials.
+    pub fn add_account(&self, seed: u64) -> Credentials {
+        let credentials = Credentials::generate(seed);
+        self.sim.add_account(credentials.clone(), &[2]);
+        credentials
+    }
+}
+
+/// The exporter binary, started as a user would, with its log captured.
+pub struct Exporter {
+    child: Child,
+    pub url: String,
+    log: Arc<Mutex<String>>,
+}
+
+impl Exporter {
+    /// Starts the exporter with these credentials in its environment and these extra flags.
+    pub fn start(exchange: &Exchange, extra: &[&str]) -> Self {
+        Self::start_with(&exchange.url, &exchange.credentials, extra)
+    }
+
+    pub fn start_with(base_url: &str, credentials: &Credentials, extra: &[&str]) -> Self {
+        let mut command = Self::command(extra);
+        command
+            .args(["--api.base-url", base_url])
+            .env("CAPI_API_KEY", &credentials.api_key)
+            .env("CAPI_API_SECRET", &credentials.secret)
+            .env("CAPI_API_PASSPHRASE", &credentials.passphrase);
+        Self::spawn(command)
+    }
+
+    /// The binary with test defaults (any port, fast polls) and a clean environment.
+    pub fn command(extra: &[&str]) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_capi_exporter"));
+        command
+            .env_clear()
+            .args(["--web.listen-address", "127.0.0.1:0", "--poll.interval", "200ms"])
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        command
+    }
+
+    /// Spawns and waits until the exporter logs the address it serves on.
+    pub fn spawn(mut command: Command) -> Self {
+        let mut child = command.spawn().expect("the exporter binary starts");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(String::new()));
+        let (found, address) = mpsc::channel();
+        let sink = log.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("serving metrics") {
+                    let _ = found.send(field(&line, "address").unwrap_or_default());
+                }
+                let mut log = sink.lock().unwrap();
+                log.push_str(&line);
+                log.push('\n');
+            }
+        });
+        match address.recv_timeout(DEADLINE) {
+            Ok(address) => Self { child, url: format!("http://{address}"), log },
+            Err(_) => {
+                let _ = child.kill();
+                panic!("the exporter did not start serving; log:\n{}", log.lock().unwrap());
+            }
+        }
+    }
+
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().clone()
+    }
+
+    pub async fn get(&self, path: &str) -> reqwest::Response {
+        reqwest::get(format!("{}{path}", self.url)).await.expect("the exporter answers")
+    }
+
+    pub async fn scrape(&self) -> Scrape {
+        Scrape::parse(&self.get("/metrics").await.text().await.unwrap())
+    }
+
+    /// Scrapes until `condition` holds, failing with the last scrape and the log at the deadline.
+    pub async fn wait_for(&self, what: &str, condition: impl Fn(&Scrape) -> bool) -> Scrape {
+        let started = Instant::now();
+        loop {
+            let scrape = self.scrape().await;
+            if condition(&scrape) {
+                return scrape;
+            }
+            if started.elapsed() > DEADLINE {
+                panic!("timed out waiting for {what}\n--- last scrape ---\n{}\n--- log ---\n{}", scrape.text, self.log());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Waits until every account had a successful poll.
+    pub async fn wait_up(&self) -> Scrape {
+        self.wait_for("capi_up 1", |s| {
+            let up = s.series("capi_up");
+            !up.is_empty() && up.iter().all(|sample| sample.value == 1.0)
+        })
+        .await
+    }
+
+    pub fn kill9(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    /// Sends SIGTERM and waits for the exit.
+    pub fn terminate(&mut self) -> ExitStatus {
+        let pid = self.child.id().to_string();
+        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        wait_exit(&mut self.child)
+    }
+}
+
+impl Drop for Exporter {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Waits for a child to exit, with the deadline.
+pub fn wait_exit(child: &mut Child) -> ExitStatus {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        assert!(started.elapsed() < DEADLINE, "the process did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The value of `key=value` in a logfmt line.
+fn field(line: &str, key: &str) -> Option<String> {
+    let start = line.find(&format!(" {key}="))? + key.len() + 2;
+    Some(line[start..].split(' ').next()?.to_string())
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub value: f64,
+}
+
+/// One parsed exposition.
+#[derive(Debug, Clone)]
+pub struct Scrape {
+    pub text: String,
+    pub samples: Vec<Sample>,
+}
+
+impl Scrape {
+    pub fn parse(text: &str) -> Self {
+        let samples = text.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).map(parse_sample).collect();
+        Self { text: text.to_string(), samples }
+    }
+
+    pub fn series(&self, name: &str) -> Vec<&Sample> {
+        self.samples.iter().filter(|s| s.name == name).collect()
+    }
+
+    /// Samples of `name` whose labels include all of `labels`.
+    pub fn matching(&self, name: &str, labels: &[(&str, &str)]) -> Vec<&Sample> {
+        self.series(name)
+            .into_iter()
+            .filter(|s| labels.iter().all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v)))
+            .collect()
+    }
+
+    /// The one sample of `name` with `labels`, if there is exactly one.
+    pub fn value(&self, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+        match self.matching(name, labels).as_slice() {
+            [one] => Some(one.value),
+            [] => None,
+            many => panic!("{} samples of {name} match {labels:?}", many.len()),
+        }
+    }
+
+    pub fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
+        self.matching(name, labels).iter().map(|s| s.value).sum()
+    }
+}
+
+fn parse_sample(line: &str) -> Sample {
+    let name_end = line.find(['{', ' ']).expect("a sample line");
+    let name = line[..name_end].to_string();
+    let mut labels = BTreeMap::new();
+    let mut rest = &line[name_end..];
+    if let Some(inner) = rest.strip_prefix('{') {
+        let mut chars = inner.char_indices().peekable();
+        let mut key = String::new();
+        let mut end = 0;
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '}' => {
+                    end = i + 1;
+                    break;
+                }
+                ',' => {}
+                '=' => {
+                    chars.next(); // opening quote
+                    let mut value = String::new();
+                    while let Some((_, c)) = chars.next() {
+                        match c {
+                            '\\' => match chars.next().map(|(_, c)| c) {
+                                Some('n') => value.push('\n'),
+                                Some(other) => value.push(other),
+                                None => {}
+                            },
+                            '"' => break,
+                            c => value.push(c),
+                        }
+                    }
+                    labels.insert(std::mem::take(&mut key), value);
+                }
+                c => key.push(c),
+            }
+        }
+        rest = &inner[end..];
+    }
+    let value = rest.split_whitespace().next().expect("a value");
+    let value = match value {
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        v => v.parse().unwrap_or_else(|_| panic!("bad value in {line}")),
+    };
+    Sample { name, labels, value }
+}
