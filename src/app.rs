@@ -44,12 +44,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let address = listener.local_addr().map_err(RunError::Serve)?;
     info!(address = %address, path = %config.telemetry_path, accounts = accounts.len(), "serving metrics");
 
-    let settings = PollSettings {
-        interval: config.poll_interval,
-        overlap: config.bills_overlap,
-        backfill: config.bills_backfill,
-        bill_queries_per_poll: config.bill_queries_per_poll(),
-    };
     let client_settings = ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() };
     let (stop, stopped) = watch::channel(false);
     let mut pollers = JoinSet::new();
@@ -57,6 +51,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     for (index, (account, slot)) in accounts.into_iter().zip(&slots).enumerate() {
         exporter_metrics.add_account(&account.name);
         let client = Client::new(http.clone(), client_settings.clone(), account.credentials);
+        let settings = PollSettings {
+            interval: config.poll_interval,
+            overlap: config.bills_overlap,
+            backfill: config.bills_backfill,
+            bill_queries_per_poll: config.bill_queries_per_poll(account.coin_ids.len()),
+        };
         let poller = AccountPoller::new(
             client,
             account.coin_ids,

@@ -174,12 +174,14 @@ impl Config {
         })
     }
 
-    /// Bill queries one poll may make: a quarter of the documented per-account weight budget
-    /// (500 per 10 s, 5 per bill query) over one interval, between 2 and 50. Issue 4's full
-    /// weight budget refines this; until then a burst costs several polls, never a flood.
-    pub fn bill_queries_per_poll(&self) -> usize {
-        let per_second = 500.0 / 10.0 / 5.0 / 4.0;
-        ((self.poll_interval.as_secs_f64() * per_second) as usize).clamp(2, 50)
+    /// Bill queries one poll of an account may make: what is left of 80% of the documented
+    /// per-account weight budget (500 per 10 s) over one interval after the account queries
+    /// (weight 1 per coin), at 5 per bill query; at least 1, at most 50. Issue 4's full weight
+    /// budget refines this; until then a burst costs several polls, never a flood.
+    pub fn bill_queries_per_poll(&self, coins: usize) -> usize {
+        const UID_WEIGHT_PER_SECOND: f64 = 500.0 / 10.0 * 0.8;
+        let spare = self.poll_interval.as_secs_f64() * UID_WEIGHT_PER_SECOND - coins as f64;
+        ((spare / 5.0) as usize).clamp(1, 50)
     }
 }
 

@@ -79,6 +79,12 @@ impl AccountPoller {
             }
             None => (fresh(), BillCounters::default()),
         };
+        // Restored counters show at once, so a restart does not look like a counter reset.
+        slot.publish(AccountSnapshot {
+            counters: counters.clone(),
+            settled_through_ms: cursor.state().settled_through,
+            ..AccountSnapshot::default()
+        });
         Self {
             client,
             coin_ids,

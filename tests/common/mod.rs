@@ -65,12 +65,14 @@ impl Exporter {
         Self::spawn(command)
     }
 
-    /// The binary with test defaults (any port, fast polls) and a clean environment.
+    /// The binary with test defaults (any port; fast polls unless a flag says otherwise) and a clean
+    /// environment.
     pub fn command(extra: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_capi_exporter"));
         command
             .env_clear()
-            .args(["--web.listen-address", "127.0.0.1:0", "--poll.interval", "200ms"])
+            .env("CAPI_POLL_INTERVAL", "200ms")
+            .args(["--web.listen-address", "127.0.0.1:0"])
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -125,7 +127,11 @@ impl Exporter {
                 return scrape;
             }
             if started.elapsed() > DEADLINE {
-                panic!("timed out waiting for {what}\n--- last scrape ---\n{}\n--- log ---\n{}", scrape.text, self.log());
+                panic!(
+                    "timed out waiting for {what}\n--- last scrape ---\n{}\n--- log ---\n{}",
+                    scrape.text,
+                    self.log()
+                );
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
