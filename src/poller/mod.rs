@@ -14,7 +14,7 @@ use crate::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics};
 use counters::BillCounters;
 use cursor::BillCursor;
 use state::StateStore;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -44,8 +44,10 @@ pub struct AccountPoller {
     cursor: BillCursor,
     counters: BillCounters,
     coins: BTreeMap<u64, AccountInfo>,
-    /// The last failure logged, so that a lasting outage logs once, not every poll.
-    last_failure: Option<String>,
+    /// The failures of the previous poll and of this one, so that a lasting outage logs once,
+    /// not at every poll.
+    previous_failures: BTreeSet<String>,
+    failures: BTreeSet<String>,
 }
 
 impl AccountPoller {
@@ -95,7 +97,8 @@ impl AccountPoller {
             cursor,
             counters,
             coins: BTreeMap::new(),
-            last_failure: None,
+            previous_failures: BTreeSet::new(),
+            failures: BTreeSet::new(),
         }
     }
 
@@ -129,9 +132,10 @@ impl AccountPoller {
             }
         }
         healthy &= self.scan_bills().await;
-        if healthy && self.last_failure.take().is_some() {
+        if healthy && !self.previous_failures.is_empty() {
             info!(account = self.slot.name(), "polling the exchange works again");
         }
+        self.previous_failures = std::mem::take(&mut self.failures);
         self.save_state().await;
         self.slot.publish(AccountSnapshot {
             coins: self.coins.clone(),
@@ -188,16 +192,17 @@ impl AccountPoller {
         Ok(answer.value)
     }
 
-    /// Logs a failed request once per distinct failure; always returns false (not healthy).
+    /// Logs a failed request, as a warning only when the previous poll did not fail the same
+    /// way; always returns false (not healthy).
     fn note_failure(&mut self, endpoint: Endpoint, error: &ApiError) -> bool {
         let text = format!("{}: {error}", endpoint.as_str());
-        if self.last_failure.as_deref() == Some(text.as_str()) {
+        if self.previous_failures.contains(&text) {
             debug!(account = self.slot.name(), endpoint = endpoint.as_str(), error = %error, "request to the exchange failed again");
         } else {
             warn!(account = self.slot.name(), endpoint = endpoint.as_str(), outcome = error.outcome().as_str(), error = %error,
                 "request to the exchange failed; the last good figures stay on /metrics and capi_up is 0");
         }
-        self.last_failure = Some(text);
+        self.failures.insert(text);
         false
     }
 
