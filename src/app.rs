@@ -38,42 +38,49 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let exporter_metrics = ExporterMetrics::new();
     let slots: Vec<Arc<AccountSlot>> = accounts.iter().map(|a| AccountSlot::new(a.name.clone())).collect();
     let metrics = Arc::new(Metrics::new(slots.clone(), &exporter_metrics));
+    // Pollers are set up (and restored counters published) before anyone can scrape.
+    let client_settings = ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() };
+    let pollers: Vec<AccountPoller> = accounts
+        .into_iter()
+        .zip(&slots)
+        .map(|(account, slot)| {
+            exporter_metrics.add_account(&account.name);
+            let settings = PollSettings {
+                interval: config.poll_interval,
+                overlap: config.bills_overlap,
+                backfill: config.bills_backfill,
+                bill_queries_per_poll: config.bill_queries_per_poll(account.coin_ids.len()),
+            };
+            let client = Client::new(http.clone(), client_settings.clone(), account.credentials);
+            AccountPoller::new(
+                client,
+                account.coin_ids,
+                settings,
+                slot.clone(),
+                exporter_metrics.clone(),
+                store.clone(),
+            )
+        })
+        .collect();
     let listener = tokio::net::TcpListener::bind(config.listen_address)
         .await
         .map_err(|source| RunError::Listen { address: config.listen_address, source })?;
     let address = listener.local_addr().map_err(RunError::Serve)?;
-    info!(address = %address, path = %config.telemetry_path, accounts = accounts.len(), "serving metrics");
+    info!(address = %address, path = %config.telemetry_path, accounts = pollers.len(), "serving metrics");
 
-    let client_settings = ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() };
     let (stop, stopped) = watch::channel(false);
-    let mut pollers = JoinSet::new();
-    let count = accounts.len();
-    for (index, (account, slot)) in accounts.into_iter().zip(&slots).enumerate() {
-        exporter_metrics.add_account(&account.name);
-        let client = Client::new(http.clone(), client_settings.clone(), account.credentials);
-        let settings = PollSettings {
-            interval: config.poll_interval,
-            overlap: config.bills_overlap,
-            backfill: config.bills_backfill,
-            bill_queries_per_poll: config.bill_queries_per_poll(account.coin_ids.len()),
-        };
-        let poller = AccountPoller::new(
-            client,
-            account.coin_ids,
-            settings.clone(),
-            slot.clone(),
-            exporter_metrics.clone(),
-            store.clone(),
-        );
+    let mut running = JoinSet::new();
+    let count = pollers.len();
+    for (index, poller) in pollers.into_iter().enumerate() {
         // Spread the accounts over the interval instead of querying all of them at once.
         let start_delay = config.poll_interval.mul_f64(index as f64 / count as f64);
-        pollers.spawn(poller.run(start_delay, stopped.clone()));
+        running.spawn(poller.run(start_delay, stopped.clone()));
     }
 
     let state = AppState { metrics, slots: slots.into(), telemetry_path: config.telemetry_path.clone() };
     let served = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await;
     let _ = stop.send(true);
-    while pollers.join_next().await.is_some() {}
+    while running.join_next().await.is_some() {}
     if let Some(exchange) = demo {
         exchange.abort();
     }
