@@ -17,8 +17,8 @@ use tracing::{error, info};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot listen on {address}: {source}; choose another --web.listen-address")]
-    Listen { address: SocketAddr, source: std::io::Error },
+    #[error("cannot listen on {address}: {error}; choose another --web.listen-address")]
+    Listen { address: SocketAddr, error: std::io::Error },
     #[error("cannot start the simulated exchange: {0}")]
     Demo(std::io::Error),
     #[error("cannot set up the HTTP client: {0}")]
@@ -64,7 +64,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         .collect();
     let listener = tokio::net::TcpListener::bind(config.listen_address)
         .await
-        .map_err(|source| RunError::Listen { address: config.listen_address, source })?;
+        .map_err(|error| RunError::Listen { address: config.listen_address, error })?;
     let address = listener.local_addr().map_err(RunError::Serve)?;
     info!(address = %address, path = %config.telemetry_path, accounts = pollers.len(), "serving metrics");
 

@@ -20,12 +20,12 @@ const FORMAT: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("cannot read state file {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    #[error("cannot read state file {path}: {error}")]
+    Read { path: PathBuf, error: std::io::Error },
     #[error("state file {path} is not valid ({detail})")]
     Corrupt { path: PathBuf, detail: String },
-    #[error("cannot write state file {path}: {source}")]
-    Write { path: PathBuf, source: std::io::Error },
+    #[error("cannot write state file {path}: {error}")]
+    Write { path: PathBuf, error: std::io::Error },
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -142,7 +142,7 @@ impl StateStore {
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
             .await
-            .map_err(|e| StateError::Write { path: self.path.clone(), source: std::io::Error::other(e) })??;
+            .map_err(|e| StateError::Write { path: self.path.clone(), error: std::io::Error::other(e) })??;
         *written = generation;
         Ok(())
     }
@@ -154,7 +154,7 @@ fn load(path: &Path) -> Result<StateFile, StateError> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(StateFile { format: FORMAT, accounts: BTreeMap::new() })
         }
-        Err(source) => return Err(StateError::Read { path: path.to_path_buf(), source }),
+        Err(error) => return Err(StateError::Read { path: path.to_path_buf(), error }),
     };
     let corrupt = |detail: String| StateError::Corrupt { path: path.to_path_buf(), detail };
     let file: StateFile = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
@@ -175,7 +175,7 @@ fn move_aside(path: &Path, error: StateError) -> StateError {
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
-    let fail = |source| StateError::Write { path: path.to_path_buf(), source };
+    let fail = |error| StateError::Write { path: path.to_path_buf(), error };
     let mut temporary = path.as_os_str().to_owned();
     temporary.push(".tmp");
     let temporary = PathBuf::from(temporary);

@@ -65,14 +65,14 @@ impl Exporter {
         Self::spawn(command)
     }
 
-    /// The binary with test defaults (any port; fast polls unless a flag says otherwise) and a clean
-    /// environment.
+    /// The binary with test defaults (any port, fast polls: set in the environment, so a flag can
+    /// override them) and a clean environment.
     pub fn command(extra: &[&str]) -> Command {
         let mut command = Command::new(env!("CARGO_BIN_EXE_capi_exporter"));
         command
             .env_clear()
             .env("CAPI_POLL_INTERVAL", "200ms")
-            .args(["--web.listen-address", "127.0.0.1:0"])
+            .env("CAPI_WEB_LISTEN_ADDRESS", "127.0.0.1:0")
             .args(extra)
             .stdin(Stdio::null())
             .stdout(Stdio::null())

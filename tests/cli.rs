@@ -1,0 +1,81 @@
+//! The binary as a user runs it: one clear line for a configuration mistake, a clean exit on
+//! SIGTERM.
+
+mod common;
+
+use capi_exporter::sim::SimOptions;
+use common::{wait_exit, Exchange, Exporter};
+use std::process::{Command, Stdio};
+
+fn run_to_exit(mut command: Command) -> (i32, String) {
+    command.stderr(Stdio::piped());
+    let output = command.output().unwrap();
+    (output.status.code().unwrap_or(-1), String::from_utf8(output.stderr).unwrap())
+}
+
+#[test]
+fn missing_credentials_stop_it_with_one_line_naming_the_variable() {
+    let (code, stderr) = run_to_exit(Exporter::command(&[]));
+    assert_eq!(code, 1);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{stderr}");
+    assert!(lines[0].contains("missing credentials: set CAPI_API_KEY") && lines[0].contains("--demo"), "{stderr}");
+}
+
+#[test]
+fn a_bad_config_file_names_the_file_and_the_mistake() {
+    let path = std::env::temp_dir().join(format!("capi-cli-{}.yml", std::process::id()));
+    std::fs::write(&path, "accounts:\n  - name: main\n    coin_ids: two\n").unwrap();
+    let (code, stderr) = run_to_exit(Exporter::command(&["--config.file", path.to_str().unwrap()]));
+    assert_eq!(code, 1);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(path.to_str().unwrap()) && stderr.contains("coin_ids"), "{stderr}");
+}
+
+#[test]
+fn a_bad_flag_value_says_what_a_good_one_looks_like() {
+    let (code, stderr) = run_to_exit(Exporter::command(&["--demo", "--poll.interval", "fast"]));
+    assert_eq!(code, 2);
+    let first = stderr.lines().next().unwrap();
+    assert!(first.contains("--poll.interval") && first.contains("write it like 500ms, 15s"), "{stderr}");
+}
+
+#[test]
+fn a_taken_port_is_one_line_naming_the_flag() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let (code, stderr) = run_to_exit(Exporter::command(&["--demo", "--web.listen-address", &address]));
+    assert_eq!(code, 1);
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].contains(&format!("cannot listen on {address}")) && errors[0].contains("--web.listen-address"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_stops_it_cleanly_with_exit_code_0() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let mut exporter = Exporter::start(&exchange, &[]);
+    exporter.wait_up().await;
+    let status = exporter.terminate();
+    assert_eq!(status.code(), Some(0), "{}", exporter.log());
+    assert!(exporter.log().contains("msg=stopped"), "{}", exporter.log());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_demo_needs_nothing_and_serves_live_figures() {
+    let mut command = Exporter::command(&["--demo", "--demo.accounts", "3"]);
+    command.stderr(Stdio::piped());
+    let mut exporter = Exporter::spawn(command);
+    let scrape = exporter
+        .wait_for("three demo accounts up", |s| s.series("capi_up").iter().filter(|u| u.value == 1.0).count() == 3)
+        .await;
+    for account in ["demo-1", "demo-2", "demo-3"] {
+        assert!(scrape.value("capi_collateral_amount", &[("account", account)]).is_some_and(|v| v > 0.0), "{account}");
+    }
+    assert_eq!(exporter.get("/-/ready").await.status(), 200);
+    assert_eq!(exporter.terminate().code(), Some(0));
+    let _ = wait_exit;
+}
