@@ -178,8 +178,12 @@ pub fn wait_exit(child: &mut Child) -> ExitStatus {
     }
 }
 
-/// The value of `key=value` in a logfmt line.
+/// The value of `key` in a logfmt or JSON log line.
 fn field(line: &str, key: &str) -> Option<String> {
+    if line.starts_with('{') {
+        let json: serde_json::Value = serde_json::from_str(line).ok()?;
+        return json.get(key)?.as_str().map(str::to_string);
+    }
     let start = line.find(&format!(" {key}="))? + key.len() + 2;
     Some(line[start..].split(' ').next()?.to_string())
 }
