@@ -6,7 +6,6 @@ mod common;
 
 use capi_exporter::sim::{NewBill, SimBill, SimOptions, TimeField};
 use common::{Exporter, Scrape};
-use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -75,15 +74,19 @@ fn expected(bills: &[SimBill]) -> Expected {
         }
     }
     let newest = bills.iter().max_by_key(|b| (b.ctime_ms, b.id)).unwrap();
-    let to_f64 =
-        |m: BTreeMap<(String, &'static str), Decimal>| m.into_iter().map(|(k, v)| (k, v.to_f64().unwrap())).collect();
+    let to_f64 = |m: BTreeMap<(String, &'static str), Decimal>| m.into_iter().map(|(k, v)| (k, text_f64(v))).collect();
     Expected {
         counts,
         amounts: to_f64(amounts),
         fees: to_f64(fees),
-        balance: newest.balance.to_f64().unwrap(),
+        balance: text_f64(newest.balance),
         newest_ms: bills.iter().map(|b| b.ctime_ms).max().unwrap(),
     }
+}
+
+/// A decimal as a float, through its text, as any reader of the exposition would.
+fn text_f64(value: Decimal) -> f64 {
+    value.to_string().parse().unwrap()
 }
 
 fn assert_counted_exactly(scrape: &Scrape, want: &Expected) {

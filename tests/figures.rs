@@ -5,17 +5,17 @@ mod common;
 
 use capi_exporter::sim::{NewPosition, SimOptions};
 use common::{Exchange, Exporter, Scrape};
-use rust_decimal::prelude::ToPrimitive;
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use std::str::FromStr;
 
-/// The value a JSON field should show as a gauge, or `None` for text fields.
+/// The value a JSON field should show as a gauge (its text parsed as a float, as any reader of
+/// the exposition would), or `None` for text fields.
 fn gauge_value(value: &Value) -> Option<f64> {
     match value {
         Value::Bool(b) => Some(f64::from(u8::from(*b))),
-        Value::Number(n) => Decimal::from_str(&n.to_string()).ok()?.to_f64(),
-        Value::String(s) => Decimal::from_str(s).ok()?.to_f64(),
+        Value::Number(n) => n.to_string().parse().ok(),
+        Value::String(s) => s.parse().ok(),
         _ => None,
     }
 }

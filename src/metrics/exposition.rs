@@ -6,14 +6,13 @@
 //! the next poll.
 
 use super::snapshot::{AccountSlot, AccountSnapshot};
-use crate::api::fields::{NumericField, Unit};
+use crate::api::fields::{decimal_to_f64, NumericField, Unit};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
-use rust_decimal::prelude::ToPrimitive;
 use std::fmt;
 use std::sync::Arc;
 
@@ -82,7 +81,7 @@ fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountS
 
     let versions = snapshots.iter().flat_map(|(name, s)| {
         s.coins.iter().filter_map(move |(coin, info)| {
-            let version = info.version?.to_f64()?;
+            let version = decimal_to_f64(info.version?);
             Some(((vec![("account", *name)], [("coin_id", coin.to_string())]), version))
         })
     });
@@ -287,15 +286,16 @@ fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSna
                     ("business_type", kind.as_str()),
                     ("direction", direction.as_str()),
                 ];
-                (labels, sum.to_f64().unwrap_or(f64::NAN))
+                (labels, decimal_to_f64(*sum))
             })
         });
         write_family(encoder, name, help, MetricType::Counter, sums.collect())?;
     }
     let balances = snapshots.iter().flat_map(|(name, s)| {
-        s.counters.balances.iter().map(move |(coin, b)| {
-            (vec![("account", *name), ("coin", coin.as_str())], b.balance.to_f64().unwrap_or(f64::NAN))
-        })
+        s.counters
+            .balances
+            .iter()
+            .map(move |(coin, b)| (vec![("account", *name), ("coin", coin.as_str())], decimal_to_f64(b.balance)))
     });
     write_family(
         encoder,
