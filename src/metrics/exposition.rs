@@ -13,6 +13,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
+use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
 
@@ -219,7 +220,7 @@ fn encode_positions(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &Accoun
         .iter()
         .flat_map(|(name, s)| s.coins.values().flat_map(|info| info.positions.iter()).map(move |p| (*name, p)))
         .collect();
-    let rows: Vec<(Labels, &Position)> = positions.iter().map(|(name, p)| (position_labels(name, p), *p)).collect();
+    let rows = unique(positions.iter().map(|(name, p)| (position_labels(name, p), *p)));
     write_record_fields(encoder, "capi_position", Position::NUMERIC_FIELDS, &rows)?;
     let info = rows.iter().map(|(labels, p)| {
         let extra = vec![
@@ -380,6 +381,14 @@ fn write_family<L: EncodeLabelSet>(
     Ok(())
 }
 
+/// The rows with distinct label sets, the first of each. Two records with the same labels (the
+/// same position in two coins' answers, say) would make duplicate series, and Prometheus rejects
+/// a whole scrape that has any.
+fn unique<'a, R>(rows: impl Iterator<Item = (Labels<'a>, &'a R)>) -> Vec<(Labels<'a>, &'a R)> {
+    let mut seen = HashSet::new();
+    rows.filter(|(labels, _)| seen.insert(labels.clone())).collect()
+}
+
 fn field_getter<R>(fields: &[NumericField<R>], name: &str) -> fn(&R) -> Option<f64> {
     fields.iter().find(|f| f.name == name).map(|f| f.value).unwrap_or_else(|| panic!("no field {name}"))
 }
@@ -403,6 +412,21 @@ mod tests {
             "capi_account_create_order_delay_seconds"
         );
         assert_eq!(metric_name("capi_collateral", "is_liquidating", Unit::Boolean), "capi_collateral_is_liquidating");
+    }
+
+    #[test]
+    fn the_same_position_in_two_coins_answers_is_one_series() {
+        let position =
+            Position { id: Some("7".into()), coin_id: Some("2".into()), size: Some(1.into()), ..Position::default() };
+        let info = crate::api::model::AccountInfo { positions: vec![position], ..Default::default() };
+        let snapshot = AccountSnapshot { coins: [(1, info.clone()), (2, info)].into(), ..AccountSnapshot::default() };
+        let slot = AccountSlot::new("main");
+        slot.publish(snapshot);
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(SnapshotCollector::new(vec![slot])));
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert_eq!(text.matches("capi_position_size{").count(), 1, "{text}");
     }
 
     #[test]

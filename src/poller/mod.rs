@@ -126,7 +126,7 @@ impl AccountPoller {
             let result = self.observe(Endpoint::Account, self.client.account(coin)).await;
             match result {
                 Ok(info) => {
-                    self.coins.insert(coin, info);
+                    self.coins.insert(coin, with_coin_id(info, coin));
                 }
                 Err(e) => healthy = self.note_failure(Endpoint::Account, &e),
             }
@@ -212,5 +212,37 @@ impl AccountPoller {
             self.metrics.state_error(self.slot.name());
             error!(account = self.slot.name(), error = %e, "cannot save the state file; a restart now would resume from the previous save and count the newer bills again from there");
         }
+    }
+}
+
+/// Records without a readable `coin_id` take the coin they were queried for, so that they keep
+/// a `coin_id` label and two coins' records cannot collide.
+fn with_coin_id(mut info: AccountInfo, coin: u64) -> AccountInfo {
+    let coin = || Some(coin.to_string());
+    for collateral in info.collateral.iter_mut().filter(|c| c.coin_id.is_none()) {
+        collateral.coin_id = coin();
+    }
+    for position in info.positions.iter_mut().filter(|p| p.coin_id.is_none()) {
+        position.coin_id = coin();
+    }
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::model::{Collateral, Position};
+
+    #[test]
+    fn a_missing_coin_id_is_the_queried_coin_and_a_present_one_stays() {
+        let info = AccountInfo {
+            collateral: vec![Collateral::default(), Collateral { coin_id: Some("9".into()), ..Collateral::default() }],
+            positions: vec![Position::default()],
+            ..AccountInfo::default()
+        };
+        let info = with_coin_id(info, 2);
+        assert_eq!(info.collateral[0].coin_id.as_deref(), Some("2"));
+        assert_eq!(info.collateral[1].coin_id.as_deref(), Some("9"));
+        assert_eq!(info.positions[0].coin_id.as_deref(), Some("2"));
     }
 }
