@@ -60,27 +60,7 @@ impl AccountPoller {
         metrics: ExporterMetrics,
         store: Option<Arc<StateStore>>,
     ) -> Self {
-        let overlap_ms = settings.overlap.as_millis() as i64;
-        let fresh = || BillCursor::new(now_millis() - settings.backfill.as_millis() as i64, overlap_ms, MAX_PAGE);
-        let restored = match store.as_ref().map(|s| s.restore(slot.name())) {
-            Some(Ok(Some(restored))) => Some(restored),
-            Some(Err(e)) => {
-                error!(account = slot.name(), error = %e, "cannot resume bill counting from the state file; counting starts afresh from now");
-                None
-            }
-            Some(Ok(None)) | None => None,
-        };
-        let (cursor, counters) = match restored {
-            Some(r) => {
-                info!(
-                    account = slot.name(),
-                    settled_through_ms = r.cursor.settled_through,
-                    "resuming bill counting from the state file"
-                );
-                (BillCursor::resume(r.cursor, overlap_ms, MAX_PAGE), r.counters)
-            }
-            None => (fresh(), BillCounters::default()),
-        };
+        let (cursor, counters) = starting_point(store.as_deref(), slot.name(), &settings);
         // Restored counters show at once, so a restart does not look like a counter reset.
         slot.publish(AccountSnapshot {
             counters: counters.clone(),
@@ -211,6 +191,25 @@ impl AccountPoller {
         if let Err(e) = store.save(self.slot.name(), self.cursor.state(), &self.counters).await {
             self.metrics.state_error(self.slot.name());
             error!(account = self.slot.name(), error = %e, "cannot save the state file; a restart now would resume from the previous save and count the newer bills again from there");
+        }
+    }
+}
+
+/// Where an account's bill counting starts: its saved state, or now (less the backfill).
+fn starting_point(store: Option<&StateStore>, account: &str, settings: &PollSettings) -> (BillCursor, BillCounters) {
+    let overlap_ms = settings.overlap.as_millis() as i64;
+    match store.map(|s| s.restore(account)) {
+        Some(Ok(Some(restored))) => {
+            let settled_through_ms = restored.cursor.settled_through;
+            info!(account, settled_through_ms, "resuming bill counting from the state file");
+            (BillCursor::resume(restored.cursor, overlap_ms, MAX_PAGE), restored.counters)
+        }
+        failed_or_absent => {
+            if let Some(Err(e)) = failed_or_absent {
+                error!(account, error = %e, "cannot resume bill counting from the state file; counting starts afresh from now");
+            }
+            let count_from = now_millis() - settings.backfill.as_millis() as i64;
+            (BillCursor::new(count_from, overlap_ms, MAX_PAGE), BillCounters::default())
         }
     }
 }
