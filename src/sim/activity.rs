@@ -139,6 +139,9 @@ impl Activity {
             }
             return;
         }
+        if desk.account().is_some_and(|account| account.is_liquidating(desk.coin_id)) {
+            return; // a liquidation someone else started (a test, the control route) is theirs to end
+        }
         let collateral = desk.collateral();
         for position in desk.positions() {
             if self.tick % FUNDING_EVERY_TICKS == 0 {
@@ -291,6 +294,20 @@ mod tests {
 
     fn kinds_and_amounts(bills: &[SimBill]) -> Vec<(String, Decimal)> {
         bills.iter().map(|bill| (bill.business_type.clone(), bill.amount)).collect()
+    }
+
+    #[test]
+    fn a_liquidation_started_from_outside_is_left_alone() {
+        let mut book = run(3, 50);
+        let key = Credentials::generate(2).api_key;
+        book.set_liquidating(&key, 2, true, 50_000);
+        let booked = book.bills(&key).len();
+        let mut activity = Activity::new(3);
+        for tick in 51..200 {
+            activity.step(&mut book, tick * 1000);
+        }
+        assert!(book.account(&key).unwrap().is_liquidating(2));
+        assert_eq!(book.bills(&key).len(), booked, "no activity on a coin under liquidation");
     }
 
     #[test]

@@ -161,6 +161,10 @@ impl Account {
         self.collateral.keys().copied().collect()
     }
 
+    pub(crate) fn is_liquidating(&self, coin_id: u64) -> bool {
+        self.collateral.get(&coin_id).is_some_and(|c| c.value.is_liquidating)
+    }
+
     /// The typed collateral amount; zero for a coin the account does not hold.
     pub(crate) fn collateral_amount(&self, coin_id: u64) -> Decimal {
         self.collateral.get(&coin_id).map_or(Decimal::ZERO, |c| c.value.amount)
@@ -239,6 +243,15 @@ impl Book {
 
     pub(crate) fn api_keys(&self) -> Vec<String> {
         self.accounts.keys().cloned().collect()
+    }
+
+    /// The api key of the `number`th account added (from 1), as the demo names them `demo-N`.
+    pub(crate) fn api_key_of_number(&self, number: u64) -> Option<String> {
+        let id = FIRST_ACCOUNT_ID.checked_add(number.checked_sub(1)?)?.to_string();
+        self.accounts
+            .values()
+            .find(|account| account.record.id == id)
+            .map(|account| account.credentials.api_key.clone())
     }
 
     /// Adds (or replaces) the account of these credentials, holding the starting amount of

@@ -11,6 +11,7 @@
 mod activity;
 mod auth;
 mod book;
+mod control;
 mod faults;
 mod limits;
 mod records;

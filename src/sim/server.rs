@@ -108,12 +108,10 @@ fn coin_id_param(query: Option<&str>) -> Option<u64> {
 }
 
 pub(crate) fn router(sim: SimExchange) -> Router {
-    Endpoint::ALL
-        .into_iter()
-        .fold(Router::new(), |router, endpoint| {
-            router.route(endpoint.path(), on(endpoint.method(), handle).layer(Extension(endpoint)))
-        })
-        .with_state(sim)
+    let endpoints = Endpoint::ALL.into_iter().fold(Router::new(), |router, endpoint| {
+        router.route(endpoint.path(), on(endpoint.method(), handle).layer(Extension(endpoint)))
+    });
+    super::control::routes(endpoints).with_state(sim)
 }
 
 /// Every endpoint's handler. The raw query and body bytes are kept as received, since they are
