@@ -1,6 +1,7 @@
 //! Wires everything together: accounts (or the demo exchange), pollers, metrics and the server.
 
 use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
+use crate::config::shard::Shard;
 use crate::config::{AccountConfig, Accounts, Config};
 use crate::metrics::{AccountSlot, ExporterMetrics, Metrics};
 use crate::poller::state::StateStore;
@@ -32,7 +33,18 @@ const DEMO_TICK: Duration = Duration::from_secs(1);
 
 /// Runs the exporter until `shutdown` completes, then stops the pollers and returns.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
-    let (base_url, accounts, demo) = resolve_accounts(&config).await?;
+    let (base_url, mut accounts, demo) = resolve_accounts(&config).await?;
+    let configured = accounts.len();
+    accounts.retain(|account| config.shard.owns(&account.name));
+    if config.shard != Shard::ALL {
+        info!(
+            shard = config.shard.index,
+            shards = config.shard.count,
+            accounts = accounts.len(),
+            configured,
+            "polling this shard's accounts"
+        );
+    }
     let http = Client::http_pool(config.timeout)?;
     let store = config.state_file.as_deref().map(|path| Arc::new(open_state(path)));
     let exporter_metrics = ExporterMetrics::new();

@@ -4,10 +4,12 @@
 
 pub mod duration;
 mod file;
+pub mod shard;
 
 use crate::api::{Credentials, Secret};
 use clap::{Parser, ValueEnum};
 use duration::parse_duration;
+use shard::Shard;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -93,6 +95,12 @@ pub struct Cli {
     /// Log line format.
     #[arg(long = "log.format", env = "CAPI_LOG_FORMAT", default_value = "logfmt", value_enum)]
     pub log_format: LogFormat,
+    /// This replica's shard, from 0: it polls only the accounts that hash to it.
+    #[arg(long = "shard.index", env = "CAPI_SHARD_INDEX", default_value_t = 0)]
+    pub shard_index: u32,
+    /// How many replicas share the configured accounts.
+    #[arg(long = "shard.count", env = "CAPI_SHARD_COUNT", default_value_t = 1)]
+    pub shard_count: u32,
     /// Run against a built-in simulated exchange with generated keys: no API key needed.
     #[arg(long = "demo")]
     pub demo: bool,
@@ -133,6 +141,7 @@ pub struct Config {
     pub state_file: Option<PathBuf>,
     pub listen_address: SocketAddr,
     pub telemetry_path: String,
+    pub shard: Shard,
 }
 
 impl Config {
@@ -151,6 +160,7 @@ impl Config {
             )));
         }
         let coin_ids = validate_coin_ids(&cli.api_coin_ids, "--api.coin-ids")?;
+        let shard = Shard::new(cli.shard_index, cli.shard_count).map_err(ConfigError::Invalid)?;
         let accounts = if cli.demo {
             Accounts::Demo { seed: cli.demo_seed, count: cli.demo_accounts, coin_ids }
         } else {
@@ -171,6 +181,7 @@ impl Config {
             state_file: cli.state_file.clone(),
             listen_address,
             telemetry_path: cli.web_telemetry_path.clone(),
+            shard,
         })
     }
 

@@ -1,0 +1,52 @@
+//! Replicas with `--shard.index`/`--shard.count` split the configured accounts between them:
+//! together they poll every account, and no two poll the same one.
+
+mod common;
+
+use capi_exporter::sim::SimOptions;
+use common::{Exchange, Exporter};
+use std::collections::BTreeSet;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn three_replicas_poll_every_account_exactly_once() {
+    let exchange = Exchange::start(SimOptions { weight_per_10s: None, ..SimOptions::default() }).await;
+    let names: Vec<String> = (0..7).map(|i| format!("sub-{i}")).collect();
+    let mut yaml = String::from("accounts:\n");
+    let mut env = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let credentials = exchange.add_account(100 + i as u64);
+        let var = name.replace('-', "_").to_uppercase();
+        yaml.push_str(&format!(
+            "  - name: {name}\n    credentials:\n      api_key: {{env: {var}_KEY}}\n      secret: {{env: {var}_SECRET}}\n      passphrase: {{env: {var}_PASS}}\n"
+        ));
+        env.push((format!("{var}_KEY"), credentials.api_key));
+        env.push((format!("{var}_SECRET"), credentials.secret));
+        env.push((format!("{var}_PASS"), credentials.passphrase));
+    }
+    let config = std::env::temp_dir().join(format!("capi-shards-{}.yml", std::process::id()));
+    std::fs::write(&config, yaml).unwrap();
+
+    let mut polled: Vec<BTreeSet<String>> = Vec::new();
+    for index in 0..3 {
+        let shard = index.to_string();
+        let mut command = Exporter::command(&[
+            "--config.file",
+            config.to_str().unwrap(),
+            "--api.base-url",
+            &exchange.url,
+            "--shard.index",
+            &shard,
+            "--shard.count",
+            "3",
+        ]);
+        command.envs(env.iter().map(|(k, v)| (k, v)));
+        let exporter = Exporter::spawn(command);
+        let scrape = exporter.wait_up().await;
+        let accounts: BTreeSet<String> = scrape.series("capi_up").iter().map(|s| s.labels["account"].clone()).collect();
+        assert!(!accounts.is_empty(), "shard {index} polls nothing");
+        polled.push(accounts);
+    }
+    let all: BTreeSet<String> = polled.iter().flatten().cloned().collect();
+    assert_eq!(all, names.into_iter().collect(), "no gap");
+    assert_eq!(polled.iter().map(BTreeSet::len).sum::<usize>(), 7, "no overlap: {polled:?}");
+}
