@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Runs every test: the Rust unit, property and integration tests, the Prometheus rule unit tests,
+# the deployment file checks (Kubernetes schemas, systemd, compose, Dockerfile),
 # and the end-to-end test against real Prometheus and Alertmanager servers. Installs Debian's
 # prometheus and prometheus-alertmanager packages first when they are missing.
 set -euo pipefail
@@ -22,3 +23,4 @@ promtool test rules deploy/prometheus/rules.test.yml
 promtool check config deploy/prometheus/prometheus.yml
 amtool check-config deploy/alertmanager/alertmanager.yml
 python3 scripts/e2e.py --binary target/debug/capi_exporter
+bash scripts/check-deploy.sh
