@@ -48,9 +48,21 @@ struct SecretSource {
 }
 
 pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Result<Vec<AccountConfig>, ConfigError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::File { path: path.to_path_buf(), reason: e.to_string() })?;
+    parse_accounts(path, &text, default_coins, env)
+}
+
+/// Parses and validates the accounts file's text; `path` names it in errors and nothing is read
+/// but the credential files it names.
+pub fn parse_accounts(
+    path: &Path,
+    text: &str,
+    default_coins: &[u64],
+    env: Env,
+) -> Result<Vec<AccountConfig>, ConfigError> {
     let fail = |reason: String| ConfigError::File { path: path.to_path_buf(), reason };
-    let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
-    let parsed: FileConfig = serde_yaml_ng::from_str(&text).map_err(|e| fail(e.to_string()))?;
+    let parsed: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| fail(e.to_string()))?;
     if parsed.accounts.is_empty() {
         return Err(fail("accounts is empty; list at least one account".into()));
     }

@@ -9,6 +9,7 @@ pub mod shard;
 use crate::api::{Credentials, Secret};
 use clap::{Parser, ValueEnum};
 use duration::parse_duration;
+pub use file::parse_accounts;
 use shard::Shard;
 use std::net::SocketAddr;
 use std::path::PathBuf;

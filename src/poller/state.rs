@@ -106,8 +106,20 @@ impl StateStore {
         (store, report)
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
+    /// A store over a state file's content, without touching the file (tests and fuzzing read
+    /// untrusted content through this).
+    pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self, StateError> {
+        let file = parse(path, bytes)?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            entries: Mutex::new(Entries { accounts: file.accounts, generation: 0 }),
+            written: tokio::sync::Mutex::new(0),
+        })
+    }
+
+    /// The names of the accounts that have an entry.
+    pub fn accounts(&self) -> Vec<String> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner()).accounts.keys().cloned().collect()
     }
 
     /// The saved state of one account, if there is a readable one.
@@ -149,15 +161,19 @@ impl StateStore {
 }
 
 fn load(path: &Path) -> Result<StateFile, StateError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
+    match std::fs::read(path) {
+        Ok(bytes) => parse(path, &bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Ok(StateFile { format: FORMAT, accounts: BTreeMap::new() })
+            Ok(StateFile { format: FORMAT, accounts: BTreeMap::new() })
         }
-        Err(error) => return Err(StateError::Read { path: path.to_path_buf(), error }),
-    };
+        Err(error) => Err(StateError::Read { path: path.to_path_buf(), error }),
+    }
+}
+
+/// Parses a state file's content; `path` only names it in errors.
+fn parse(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     let corrupt = |detail: String| StateError::Corrupt { path: path.to_path_buf(), detail };
-    let file: StateFile = serde_json::from_slice(&bytes).map_err(|e| corrupt(e.to_string()))?;
+    let file: StateFile = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
     if file.format != FORMAT {
         return Err(corrupt(format!("format {} is not the supported {FORMAT}", file.format)));
     }
