@@ -17,3 +17,4 @@ pub mod metrics;
 pub mod poller;
 pub mod server;
 pub mod sim;
+pub mod web;

@@ -1,0 +1,89 @@
+//! HTTP(S) serving: exporter-toolkit web configuration, TLS, basic auth and limits.
+//!
+//! [`WebConfig`] reads a web configuration file in the format of Prometheus's exporter-toolkit
+//! (`--web.config.file`), so files written for other exporters work unchanged. [`serve`] answers
+//! requests on a listener with an [`axum::Router`], adding what the file asks for (TLS, client
+//! certificates, basic auth, extra headers, a rate limit) and what [`WebSettings`] bounds (requests
+//! in flight, time per request, time to send the request headers).
+//!
+//! Every request passes, from the outside in: the configured headers (set on every response,
+//! refusals included); the rate limit (429); the request timeout (503); basic auth (401); the
+//! limit on requests in flight (503 at once, never a queue); and only then the router.
+
+mod auth;
+mod config;
+mod duration;
+mod pipeline;
+mod rate_limit;
+mod san;
+mod serve;
+mod tls;
+
+#[cfg(test)]
+mod test_support;
+
+pub use config::WebConfig;
+pub use serve::serve;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How [`serve`] runs: the optional web configuration and the limits that flags set.
+#[derive(Clone, Debug)]
+pub struct WebSettings {
+    /// The parsed web configuration file; `None` serves plain HTTP without authentication.
+    pub config: Option<WebConfig>,
+    /// Requests answered at the same time; the next one gets 503 at once. 0 means no limit.
+    pub max_requests: usize,
+    /// Time to produce a whole response, else 503. Zero means no limit.
+    pub request_timeout: Duration,
+    /// Time for a client to finish its TLS handshake and to send request headers, else the
+    /// connection is closed. Zero means no limit.
+    pub header_read_timeout: Duration,
+}
+
+impl WebSettings {
+    /// The limit on requests in flight that node_exporter uses by default (`--web.max-requests`).
+    pub const DEFAULT_MAX_REQUESTS: usize = 40;
+    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+    pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+}
+
+impl Default for WebSettings {
+    fn default() -> Self {
+        WebSettings {
+            config: None,
+            max_requests: Self::DEFAULT_MAX_REQUESTS,
+            request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
+            header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
+        }
+    }
+}
+
+/// What can go wrong in this module: only setting up, since serving never fails as a whole
+/// (a bad client or a failed handshake closes that one connection).
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// The web configuration, or a certificate or key it names, is unusable. `file` is the web
+    /// configuration file when it was loaded from one; `problem` is one line that never holds a
+    /// secret.
+    #[error("web config{}: {problem}", describe_file(file))]
+    Config { file: Option<PathBuf>, problem: String },
+}
+
+impl WebError {
+    fn config(problem: impl Into<String>) -> Self {
+        WebError::Config { file: None, problem: problem.into() }
+    }
+
+    /// Names the file the problem was found in, for errors found before the file was known.
+    fn in_file(self, path: &std::path::Path) -> Self {
+        match self {
+            WebError::Config { problem, .. } => WebError::Config { file: Some(path.to_path_buf()), problem },
+        }
+    }
+}
+
+fn describe_file(file: &Option<PathBuf>) -> String {
+    file.as_ref().map(|path| format!(" {}", path.display())).unwrap_or_default()
+}

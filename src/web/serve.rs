@@ -1,0 +1,201 @@
+//! The accept loop: one task per connection, TLS when configured, HTTP/1.1 with keep-alive by
+//! hyper, and a graceful stop.
+
+use super::pipeline::RequestPipeline;
+use super::{WebError, WebSettings};
+use axum::Router;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::Request;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, info, warn};
+
+/// How long to wait for connections to finish after `shutdown` when requests have no timeout.
+const DRAIN_WITHOUT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// Time on top of the request timeout for the last responses to be written out.
+const DRAIN_MARGIN: Duration = Duration::from_secs(1);
+/// Pause after an accept error that is not about one connection (e.g. out of file descriptors).
+const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(500);
+
+/// Serves `router` on `listener` until `shutdown` completes: HTTPS when `settings.config` has a
+/// `tls_server_config`, else plain HTTP. At `shutdown` it stops accepting, lets the requests in
+/// flight finish (for at most the request timeout), closes idle connections, and returns.
+///
+/// Fails only while setting up (certificates or keys that cannot be loaded); a bad client or a
+/// failed handshake closes that one connection and is logged at debug level.
+pub async fn serve(
+    listener: TcpListener,
+    router: Router,
+    settings: WebSettings,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), WebError> {
+    let tls = match &settings.config {
+        Some(config) => config.tls_server_config()?.map(TlsAcceptor::from),
+        None => None,
+    };
+    let connections = Arc::new(ConnectionSettings {
+        pipeline: RequestPipeline::new(router, &settings),
+        tls,
+        http: http_builder(&settings),
+        handshake_timeout: non_zero(settings.header_read_timeout),
+    });
+    log_start(&listener, &settings);
+    let (stop, stopped) = watch::channel(());
+    let mut running = accept_until(listener, connections, stopped, shutdown).await;
+    drop(stop);
+    drain(&mut running, drain_deadline(&settings)).await;
+    info!("web server stopped");
+    Ok(())
+}
+
+/// Everything a connection task needs.
+struct ConnectionSettings {
+    pipeline: RequestPipeline,
+    tls: Option<TlsAcceptor>,
+    http: http1::Builder,
+    handshake_timeout: Option<Duration>,
+}
+
+fn http_builder(settings: &WebSettings) -> http1::Builder {
+    let mut builder = http1::Builder::new();
+    builder.timer(TokioTimer::new()).keep_alive(true).header_read_timeout(non_zero(settings.header_read_timeout));
+    builder
+}
+
+fn non_zero(duration: Duration) -> Option<Duration> {
+    (!duration.is_zero()).then_some(duration)
+}
+
+fn log_start(listener: &TcpListener, settings: &WebSettings) {
+    let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_default();
+    let config = settings.config.as_ref();
+    info!(
+        address = %address,
+        tls = config.is_some_and(|config| config.tls_enabled()),
+        basic_auth = config.is_some_and(|config| config.basic_auth_enabled()),
+        max_requests = settings.max_requests,
+        "web server listening"
+    );
+}
+
+/// Accepts connections, each in its own task, until `shutdown`; returns the tasks still running.
+async fn accept_until(
+    listener: TcpListener,
+    connections: Arc<ConnectionSettings>,
+    stopped: watch::Receiver<()>,
+    shutdown: impl Future<Output = ()>,
+) -> JoinSet<()> {
+    let mut running = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            () = &mut shutdown => return running,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    running.spawn(serve_connection(stream, peer, connections.clone(), stopped.clone()));
+                }
+                Err(error) if is_connection_error(&error) => debug!(%error, "connection failed while accepting"),
+                Err(error) => {
+                    warn!(%error, "cannot accept connections; retrying");
+                    tokio::select! {
+                        () = &mut shutdown => return running,
+                        () = tokio::time::sleep(ACCEPT_ERROR_PAUSE) => {}
+                    }
+                }
+            },
+            // Reaps finished connections so the set does not grow with every connection served.
+            Some(_) = running.join_next(), if !running.is_empty() => {}
+        }
+    }
+}
+
+/// Errors about one connection only, which need no pause before the next accept.
+fn is_connection_error(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    matches!(error.kind(), ConnectionRefused | ConnectionAborted | ConnectionReset)
+}
+
+fn drain_deadline(settings: &WebSettings) -> Duration {
+    non_zero(settings.request_timeout).map_or(DRAIN_WITHOUT_REQUEST_TIMEOUT, |timeout| timeout + DRAIN_MARGIN)
+}
+
+/// Waits for the connections to close, up to `deadline`; then drops (aborts) the rest.
+async fn drain(running: &mut JoinSet<()>, deadline: Duration) {
+    let all_closed = async { while running.join_next().await.is_some() {} };
+    if tokio::time::timeout(deadline, all_closed).await.is_err() {
+        warn!(connections = running.len(), "closing connections that did not finish in time");
+        running.abort_all();
+    }
+}
+
+async fn serve_connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    connections: Arc<ConnectionSettings>,
+    mut stopped: watch::Receiver<()>,
+) {
+    // Responses are small and written whole; waiting to fill packets only adds latency.
+    let _ = stream.set_nodelay(true);
+    let Some(tls) = &connections.tls else {
+        return serve_http(TokioIo::new(stream), peer, &connections, stopped).await;
+    };
+    let handshake = async {
+        match connections.handshake_timeout {
+            Some(limit) => tokio::time::timeout(limit, tls.accept(stream))
+                .await
+                .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"))),
+            None => tls.accept(stream).await,
+        }
+    };
+    let tls_stream = tokio::select! {
+        result = handshake => match result {
+            Ok(tls_stream) => tls_stream,
+            Err(error) => return debug!(%peer, %error, "TLS handshake failed"),
+        },
+        _ = stopped.changed() => return,
+    };
+    serve_http(TokioIo::new(tls_stream), peer, &connections, stopped).await;
+}
+
+/// Serves HTTP/1.1 requests on one connection until the client closes it or the server stops.
+async fn serve_http<I>(
+    io: TokioIo<I>,
+    peer: SocketAddr,
+    connections: &ConnectionSettings,
+    mut stopped: watch::Receiver<()>,
+) where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let pipeline = connections.pipeline.clone();
+    let service = hyper::service::service_fn(move |request: Request<Incoming>| {
+        let pipeline = pipeline.clone();
+        async move { Ok::<_, Infallible>(pipeline.handle(request).await) }
+    });
+    let connection = connections.http.serve_connection(io, service);
+    tokio::pin!(connection);
+    let result = tokio::select! {
+        result = connection.as_mut() => result,
+        _ = stopped.changed() => {
+            // Finishes the request in progress, if any, then closes.
+            connection.as_mut().graceful_shutdown();
+            connection.await
+        }
+    };
+    if let Err(error) = result {
+        debug!(%peer, %error, "connection closed with an error");
+    }
+}
+
+#[cfg(test)]
+#[path = "serve_tests.rs"]
+mod tests;

@@ -1,0 +1,93 @@
+use super::*;
+use axum::routing::get;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{oneshot, Semaphore};
+
+const PATIENCE: Duration = Duration::from_secs(10);
+
+fn settings(header_read_timeout: Duration) -> WebSettings {
+    WebSettings { config: None, max_requests: 4, request_timeout: Duration::from_secs(5), header_read_timeout }
+}
+
+/// Starts `serve` on a free loopback port; returns its address, the trigger to stop it, and its task.
+async fn start(
+    router: Router,
+    settings: WebSettings,
+) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), WebError>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let server = tokio::spawn(serve(listener, router, settings, async move {
+        let _ = stopped.await;
+    }));
+    (address, stop, server)
+}
+
+#[tokio::test]
+async fn serves_plain_http_and_stops_when_told() {
+    let router = Router::new().route("/", get(|| async { "hello" }));
+    let (address, stop, server) = start(router, settings(Duration::from_secs(5))).await;
+    let body = reqwest::get(format!("http://{address}/")).await.unwrap().text().await.unwrap();
+    assert_eq!(body, "hello");
+    stop.send(()).unwrap();
+    tokio::time::timeout(PATIENCE, server).await.expect("stopped in time").unwrap().unwrap();
+    assert!(TcpStream::connect(address).await.is_err(), "no longer accepting");
+}
+
+#[tokio::test]
+async fn a_request_in_flight_at_shutdown_is_answered_before_serve_returns() {
+    let started = Arc::new(Semaphore::new(0));
+    let release = Arc::new(Semaphore::new(0));
+    let handler = {
+        let (started, release) = (started.clone(), release.clone());
+        move || {
+            let (started, release) = (started.clone(), release.clone());
+            async move {
+                started.add_permits(1);
+                let _ = release.acquire().await;
+                "finished"
+            }
+        }
+    };
+    let router = Router::new().route("/", get(handler));
+    let (address, stop, server) = start(router, settings(Duration::from_secs(5))).await;
+    let request = tokio::spawn(async move { reqwest::get(format!("http://{address}/")).await?.text().await });
+    tokio::time::timeout(PATIENCE, started.acquire()).await.expect("handler started").unwrap().forget();
+
+    stop.send(()).unwrap();
+    tokio::task::yield_now().await;
+    assert!(!server.is_finished(), "serve waits for the request in flight");
+    release.add_permits(1);
+    let body = tokio::time::timeout(PATIENCE, request).await.expect("answered").unwrap().unwrap();
+    assert_eq!(body, "finished");
+    tokio::time::timeout(PATIENCE, server).await.expect("stopped after the request").unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn a_client_too_slow_to_send_its_headers_is_disconnected() {
+    let router = Router::new().route("/", get(|| async { "hello" }));
+    let (address, stop, server) = start(router, settings(Duration::from_millis(200))).await;
+    let mut slow = TcpStream::connect(address).await.unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    let mut buffer = Vec::new();
+    let closed = tokio::time::timeout(PATIENCE, slow.read_to_end(&mut buffer)).await;
+    assert!(closed.is_ok(), "the server closed the connection");
+    assert!(!String::from_utf8_lossy(&buffer).contains("hello"));
+    stop.send(()).unwrap();
+    tokio::time::timeout(PATIENCE, server).await.unwrap().unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn idle_keep_alive_connections_do_not_hold_up_shutdown() {
+    let router = Router::new().route("/", get(|| async { "hello" }));
+    let (address, stop, server) = start(router, settings(Duration::ZERO)).await;
+    let mut idle = TcpStream::connect(address).await.unwrap();
+    idle.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let mut first = [0u8; 512];
+    let read = idle.read(&mut first).await.unwrap();
+    assert!(String::from_utf8_lossy(&first[..read]).starts_with("HTTP/1.1 200"));
+    let started = std::time::Instant::now();
+    stop.send(()).unwrap();
+    tokio::time::timeout(PATIENCE, server).await.expect("stopped").unwrap().unwrap();
+    assert!(started.elapsed() < Duration::from_secs(5), "did not wait out the drain deadline");
+}

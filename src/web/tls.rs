@@ -1,0 +1,384 @@
+//! TLS with rustls (ring provider): PEM certificates and keys, and exporter-toolkit's client
+//! authentication types mapped onto rustls client certificate verifiers.
+
+use super::config::describe_io_error;
+use super::san::{subject_alt_names, SubjectAltName};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
+use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{
+    CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
+    SupportedProtocolVersion,
+};
+use std::fmt;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// exporter-toolkit's `client_auth_type`, named after Go's `tls.ClientAuthType`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ClientAuth {
+    NoClientCert,
+    /// Asks for a certificate, takes any or none, checks nothing.
+    RequestClientCert,
+    /// Needs a certificate, checks only that the client holds its key.
+    RequireAnyClientCert,
+    /// Checks a certificate against the client CA if the client sends one.
+    VerifyClientCertIfGiven,
+    RequireAndVerifyClientCert,
+}
+
+impl ClientAuth {
+    pub(crate) const NAMES: [&'static str; 5] = [
+        "NoClientCert",
+        "RequestClientCert",
+        "RequireAnyClientCert",
+        "VerifyClientCertIfGiven",
+        "RequireAndVerifyClientCert",
+    ];
+
+    pub(crate) fn from_name(name: &str) -> Option<ClientAuth> {
+        match name {
+            "NoClientCert" => Some(ClientAuth::NoClientCert),
+            "RequestClientCert" => Some(ClientAuth::RequestClientCert),
+            // "RequireClientCert" is the old name exporter-toolkit still accepts.
+            "RequireAnyClientCert" | "RequireClientCert" => Some(ClientAuth::RequireAnyClientCert),
+            "VerifyClientCertIfGiven" => Some(ClientAuth::VerifyClientCertIfGiven),
+            "RequireAndVerifyClientCert" => Some(ClientAuth::RequireAndVerifyClientCert),
+            _ => None,
+        }
+    }
+
+    fn verifies_against_ca(self) -> bool {
+        matches!(self, ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert)
+    }
+
+    fn requires_certificate(self) -> bool {
+        matches!(self, ClientAuth::RequireAnyClientCert | ClientAuth::RequireAndVerifyClientCert)
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum TlsVersion {
+    Tls12,
+    Tls13,
+}
+
+impl TlsVersion {
+    fn rustls(self) -> &'static SupportedProtocolVersion {
+        match self {
+            TlsVersion::Tls12 => &rustls::version::TLS12,
+            TlsVersion::Tls13 => &rustls::version::TLS13,
+        }
+    }
+}
+
+/// Where a PEM document comes from: a file (as written, and resolved against the web config's
+/// folder) or text inline in the web config.
+#[derive(Clone)]
+pub(crate) struct PemSource {
+    field: &'static str,
+    origin: PemOrigin,
+}
+
+#[derive(Clone)]
+enum PemOrigin {
+    File { written: String, path: PathBuf },
+    Inline(String),
+}
+
+impl PemSource {
+    /// The file if one is named, else the inline text, else `None`.
+    pub(crate) fn pick(
+        file_field: &'static str,
+        file: Option<String>,
+        inline_field: &'static str,
+        inline: Option<String>,
+        base_dir: &Path,
+    ) -> Option<PemSource> {
+        match (file, inline) {
+            (Some(written), _) => {
+                let path = base_dir.join(&written);
+                Some(PemSource { field: file_field, origin: PemOrigin::File { written, path } })
+            }
+            (None, Some(text)) => Some(PemSource { field: inline_field, origin: PemOrigin::Inline(text) }),
+            (None, None) => None,
+        }
+    }
+
+    fn read(&self) -> Result<Vec<u8>, String> {
+        match &self.origin {
+            PemOrigin::File { written, path } => std::fs::read(path)
+                .map_err(|error| format!("{}: cannot read {written}: {}", self.field, describe_io_error(&error))),
+            PemOrigin::Inline(text) => Ok(text.as_bytes().to_vec()),
+        }
+    }
+
+    /// How error messages name this source: the file as written, or "the inline text".
+    fn name(&self) -> &str {
+        match &self.origin {
+            PemOrigin::File { written, .. } => written,
+            PemOrigin::Inline(_) => "the inline text",
+        }
+    }
+}
+
+/// Shows file names only, never inline text (an inline `key` is a secret).
+impl fmt::Debug for PemSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.origin {
+            PemOrigin::File { path, .. } => write!(f, "{}: {}", self.field, path.display()),
+            PemOrigin::Inline(text) => write!(f, "{}: <inline, {} bytes>", self.field, text.len()),
+        }
+    }
+}
+
+/// The validated `tls_server_config`.
+#[derive(Clone, Debug)]
+pub(crate) struct TlsSettings {
+    pub(crate) certificate: PemSource,
+    pub(crate) key: PemSource,
+    pub(crate) client_ca: Option<PemSource>,
+    pub(crate) client_auth: ClientAuth,
+    pub(crate) min_version: TlsVersion,
+    pub(crate) max_version: TlsVersion,
+    pub(crate) client_allowed_sans: Option<Vec<String>>,
+}
+
+impl TlsSettings {
+    /// The rules that need no file: those exporter-toolkit checks, and a CA for the verifying
+    /// types (Go would fall back to the system's roots; a client CA of the public web makes no
+    /// sense for an exporter, so it must be named).
+    pub(crate) fn check(&self) -> Result<(), String> {
+        if self.min_version > self.max_version {
+            return Err("min_version is above max_version".into());
+        }
+        if self.client_ca.is_some() && self.client_auth == ClientAuth::NoClientCert {
+            return Err("client CA's have been configured without a Client Auth Policy (client_auth_type)".into());
+        }
+        if self.client_auth.verifies_against_ca() && self.client_ca.is_none() {
+            return Err("client_auth_type VerifyClientCertIfGiven and RequireAndVerifyClientCert need client_ca_file or client_ca".into());
+        }
+        if self.client_allowed_sans.is_some() && !self.client_auth.requires_certificate() {
+            return Err("client_allowed_sans requires client_auth_type to be one of RequireAnyClientCert or RequireAndVerifyClientCert".into());
+        }
+        Ok(())
+    }
+
+    /// Reads the certificate, key and client CA, and builds the rustls configuration. Errors name
+    /// the field and the file, never the key's content.
+    pub(crate) fn server_config(&self) -> Result<Arc<ServerConfig>, String> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let chain = self.certificate_chain()?;
+        let key = self.private_key()?;
+        let verifier = self.client_verifier(&provider)?;
+        let mut config = ServerConfig::builder_with_provider(provider)
+            .with_protocol_versions(&self.protocol_versions())
+            .map_err(|error| format!("tls_server_config: {error}"))?
+            .with_client_cert_verifier(verifier)
+            .with_single_cert(chain, key)
+            .map_err(|error| {
+                format!(
+                    "tls_server_config: the key in {} does not fit the certificate in {}: {error}",
+                    self.key.name(),
+                    self.certificate.name()
+                )
+            })?;
+        // Only HTTP/1.1 is served; saying so lets a client that offers h2 settle on it.
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(config))
+    }
+
+    fn protocol_versions(&self) -> Vec<&'static SupportedProtocolVersion> {
+        let allowed = |version: &TlsVersion| (self.min_version..=self.max_version).contains(version);
+        [TlsVersion::Tls12, TlsVersion::Tls13].into_iter().filter(allowed).map(TlsVersion::rustls).collect()
+    }
+
+    fn certificate_chain(&self) -> Result<Vec<CertificateDer<'static>>, String> {
+        certificates(&self.certificate)
+    }
+
+    fn private_key(&self) -> Result<PrivateKeyDer<'static>, String> {
+        let pem = self.key.read()?;
+        // The PEM parser's messages may quote the file, so none of it goes into the error.
+        PrivateKeyDer::from_pem_slice(&pem).map_err(|_| {
+            format!(
+                "{}: no unencrypted PEM private key (PKCS#8, PKCS#1 or SEC1) in {}",
+                self.key.field,
+                self.key.name()
+            )
+        })
+    }
+
+    fn client_verifier(&self, provider: &Arc<CryptoProvider>) -> Result<Arc<dyn ClientCertVerifier>, String> {
+        let algorithms = provider.signature_verification_algorithms;
+        let verifier: Arc<dyn ClientCertVerifier> = match self.client_auth {
+            ClientAuth::NoClientCert => return Ok(WebPkiClientVerifier::no_client_auth()),
+            ClientAuth::RequestClientCert => Arc::new(AnyClientCertificate { mandatory: false, algorithms }),
+            ClientAuth::RequireAnyClientCert => Arc::new(AnyClientCertificate { mandatory: true, algorithms }),
+            ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
+                let builder = WebPkiClientVerifier::builder_with_provider(self.client_roots()?, provider.clone());
+                let builder =
+                    if self.client_auth.requires_certificate() { builder } else { builder.allow_unauthenticated() };
+                builder.build().map_err(|error| format!("tls_server_config: client verification: {error}"))?
+            }
+        };
+        Ok(match &self.client_allowed_sans {
+            Some(allowed) => Arc::new(AllowedSans { inner: verifier, allowed: allowed.clone() }),
+            None => verifier,
+        })
+    }
+
+    fn client_roots(&self) -> Result<Arc<RootCertStore>, String> {
+        let Some(source) = &self.client_ca else {
+            return Err("tls_server_config: client_ca_file or client_ca is needed to verify clients".into());
+        };
+        let mut roots = RootCertStore::empty();
+        let (added, _unusable) = roots.add_parsable_certificates(certificates(source)?);
+        if added == 0 {
+            return Err(format!("{}: no usable CA certificate in {}", source.field, source.name()));
+        }
+        Ok(Arc::new(roots))
+    }
+}
+
+/// All CERTIFICATE blocks of a PEM document; at least one.
+fn certificates(source: &PemSource) -> Result<Vec<CertificateDer<'static>>, String> {
+    let pem = source.read()?;
+    let chain = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("{}: {} is not valid PEM: {error}", source.field, source.name()))?;
+    if chain.is_empty() {
+        return Err(format!("{}: no PEM CERTIFICATE in {}", source.field, source.name()));
+    }
+    Ok(chain)
+}
+
+/// `RequestClientCert` and `RequireAnyClientCert`: takes any certificate, but the handshake
+/// still proves that the client holds its private key.
+#[derive(Debug)]
+struct AnyClientCertificate {
+    mandatory: bool,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ClientCertVerifier for AnyClientCertificate {
+    fn client_auth_mandatory(&self) -> bool {
+        self.mandatory
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        &[]
+    }
+
+    fn verify_client_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        Ok(ClientCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// `client_allowed_sans`: after the inner verifier accepts the certificate, one of its subject
+/// alternative names (DNS, e-mail, URI or IP) must equal one of the allowed values.
+#[derive(Debug)]
+struct AllowedSans {
+    inner: Arc<dyn ClientCertVerifier>,
+    allowed: Vec<String>,
+}
+
+impl AllowedSans {
+    fn allows(&self, names: &[SubjectAltName]) -> bool {
+        self.allowed.iter().any(|allowed| names.iter().any(|name| san_matches(name, allowed)))
+    }
+}
+
+fn san_matches(name: &SubjectAltName, allowed: &str) -> bool {
+    match name {
+        SubjectAltName::Dns(text) | SubjectAltName::Email(text) | SubjectAltName::Uri(text) => text == allowed,
+        // Compared as addresses, so `::1` and `0:0:0:0:0:0:0:1` are the same.
+        SubjectAltName::Ip(address) => {
+            allowed.parse::<IpAddr>().is_ok_and(|allowed| allowed.to_canonical() == address.to_canonical())
+        }
+    }
+}
+
+impl ClientCertVerifier for AllowedSans {
+    fn offer_client_auth(&self) -> bool {
+        self.inner.offer_client_auth()
+    }
+
+    fn client_auth_mandatory(&self) -> bool {
+        self.inner.client_auth_mandatory()
+    }
+
+    fn root_hint_subjects(&self) -> &[DistinguishedName] {
+        self.inner.root_hint_subjects()
+    }
+
+    fn verify_client_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
+    ) -> Result<ClientCertVerified, rustls::Error> {
+        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
+        match subject_alt_names(end_entity) {
+            Some(names) if self.allows(&names) => Ok(verified),
+            Some(_) => Err(rustls::Error::InvalidCertificate(CertificateError::ApplicationVerificationFailure)),
+            None => Err(rustls::Error::InvalidCertificate(CertificateError::BadEncoding)),
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+#[cfg(test)]
+#[path = "tls_tests.rs"]
+mod tests;

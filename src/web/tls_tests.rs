@@ -1,0 +1,165 @@
+use super::*;
+use crate::web::test_support::{TempDir, TestPki};
+use crate::web::WebConfig;
+use rustls::ProtocolVersion;
+
+/// The rustls configuration for a web config text whose files are in `dir`.
+fn build(dir: &TempDir, text: &str) -> Result<Arc<ServerConfig>, String> {
+    let config = WebConfig::parse(text, dir.path()).map_err(|error| error.to_string())?;
+    config.tls_server_config().map(|built| built.expect("TLS is on")).map_err(|error| error.to_string())
+}
+
+fn settings(dir: &TempDir, text: &str) -> TlsSettings {
+    WebConfig::parse(text, dir.path()).unwrap().tls_settings().expect("TLS is on").clone()
+}
+
+/// The client certificate verifier the settings in `text` build.
+fn verifier(dir: &TempDir, text: &str) -> Arc<dyn ClientCertVerifier> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    settings(dir, text).client_verifier(&provider).unwrap()
+}
+
+fn dir_with_pki() -> TempDir {
+    let dir = TempDir::new();
+    TestPki::new().write_server_files(&dir);
+    dir
+}
+
+const FILES: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+
+#[test]
+fn every_client_auth_type_builds_a_verifier_that_asks_as_go_does() {
+    let dir = dir_with_pki();
+    for (name, offers, mandatory) in [
+        ("NoClientCert", false, false),
+        ("RequestClientCert", true, false),
+        ("RequireAnyClientCert", true, true),
+        ("VerifyClientCertIfGiven", true, false),
+        ("RequireAndVerifyClientCert", true, true),
+    ] {
+        let ca = if name == "NoClientCert" { "" } else { "  client_ca_file: ca.crt\n" };
+        let text = format!("{FILES}  client_auth_type: {name}\n{ca}");
+        let verifier = verifier(&dir, &text);
+        assert_eq!(verifier.offer_client_auth(), offers, "{name}");
+        assert_eq!(offers && verifier.client_auth_mandatory(), mandatory, "{name}");
+        build(&dir, &text).unwrap_or_else(|error| panic!("{name}: {error}"));
+    }
+}
+
+#[test]
+fn allowed_sans_keep_the_inner_verifier_rules() {
+    let dir = dir_with_pki();
+    let text = format!(
+        "{FILES}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n  client_allowed_sans: [a]\n"
+    );
+    let verifier = verifier(&dir, &text);
+    assert!(verifier.client_auth_mandatory());
+    assert!(!verifier.root_hint_subjects().is_empty(), "the CA is hinted to clients");
+    build(&dir, &text).unwrap();
+}
+
+#[test]
+fn versions_follow_min_and_max() {
+    let dir = dir_with_pki();
+    let versions = |extra: &str| {
+        let versions = settings(&dir, &format!("{FILES}{extra}")).protocol_versions();
+        versions.iter().map(|version| version.version).collect::<Vec<_>>()
+    };
+    assert_eq!(versions(""), [ProtocolVersion::TLSv1_2, ProtocolVersion::TLSv1_3]);
+    assert_eq!(versions("  min_version: TLS13\n"), [ProtocolVersion::TLSv1_3]);
+    assert_eq!(versions("  max_version: TLS12\n"), [ProtocolVersion::TLSv1_2]);
+    build(&dir, &format!("{FILES}  max_version: TLS12\n")).unwrap();
+}
+
+/// A certificate for a fixture key given in PKCS#8, with the key written in another encoding.
+fn build_with_key(pkcs8: &str, other_encoding: &str) -> Result<Arc<ServerConfig>, String> {
+    let key = rcgen::KeyPair::from_pem(pkcs8).expect("fixture key");
+    let certificate = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap().self_signed(&key).unwrap();
+    let dir = TempDir::new();
+    dir.write("server.crt", &certificate.pem());
+    dir.write("server.key", other_encoding);
+    build(&dir, FILES)
+}
+
+#[test]
+fn keys_load_in_pkcs8_pkcs1_and_sec1() {
+    let rsa_pkcs8 = include_str!("testdata/rsa_pkcs8.pem");
+    let ec_pkcs8 = include_str!("testdata/ec_pkcs8.pem");
+    build_with_key(rsa_pkcs8, rsa_pkcs8).expect("RSA in PKCS#8");
+    build_with_key(rsa_pkcs8, include_str!("testdata/rsa_pkcs1.pem")).expect("RSA in PKCS#1");
+    build_with_key(ec_pkcs8, ec_pkcs8).expect("EC in PKCS#8");
+    build_with_key(ec_pkcs8, include_str!("testdata/ec_sec1.pem")).expect("EC in SEC1");
+}
+
+#[test]
+fn a_key_that_does_not_fit_the_certificate_is_named() {
+    let error =
+        build_with_key(include_str!("testdata/ec_pkcs8.pem"), include_str!("testdata/rsa_pkcs1.pem")).unwrap_err();
+    assert!(error.contains("the key in server.key does not fit the certificate in server.crt"), "{error}");
+}
+
+#[test]
+fn a_broken_key_file_shows_none_of_its_content() {
+    let dir = dir_with_pki();
+    for content in [
+        "-----BEGIN PRIVATE KEY-----\nSECRET-MATERIAL\n-----END PRIVATE KEY-----\n",
+        "-----BEGIN PRIVATE KEY-----\nSECRET-MATERIAL\n",
+        "SECRET-MATERIAL",
+        "",
+    ] {
+        dir.write("server.key", content);
+        let error = build(&dir, FILES).unwrap_err();
+        assert!(error.contains("key_file: no unencrypted PEM private key"), "{error}");
+        assert!(!error.contains("SECRET-MATERIAL"), "{error}");
+    }
+}
+
+#[test]
+fn certificate_and_ca_files_need_certificates() {
+    let dir = dir_with_pki();
+    dir.write("empty.crt", "");
+    let error = build(&dir, "tls_server_config:\n  cert_file: empty.crt\n  key_file: server.key\n").unwrap_err();
+    assert!(error.contains("cert_file: no PEM CERTIFICATE in empty.crt"), "{error}");
+    let error =
+        build(&dir, &format!("{FILES}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: empty.crt\n"))
+            .unwrap_err();
+    assert!(error.contains("client_ca_file: no PEM CERTIFICATE in empty.crt"), "{error}");
+    let error =
+        build(&dir, &format!("{FILES}  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: gone.crt\n"))
+            .unwrap_err();
+    assert!(error.contains("client_ca_file: cannot read gone.crt: No such file or directory"), "{error}");
+}
+
+#[test]
+fn inline_certificate_key_and_ca_work_like_files() {
+    let pki = TestPki::new();
+    let indent = |pem: &str| pem.lines().map(|line| format!("    {line}\n")).collect::<String>();
+    let text = format!(
+        "tls_server_config:\n  cert: |\n{}  key: |\n{}  client_ca: |\n{}  client_auth_type: RequireAndVerifyClientCert\n",
+        indent(&pki.server_cert),
+        indent(&pki.server_key),
+        indent(&pki.ca)
+    );
+    let dir = TempDir::new();
+    build(&dir, &text).unwrap();
+    assert!(verifier(&dir, &text).client_auth_mandatory());
+}
+
+#[test]
+fn sans_match_exactly_and_ips_as_addresses() {
+    let names = [
+        SubjectAltName::Dns("scraper.example".into()),
+        SubjectAltName::Email("ops@example.com".into()),
+        SubjectAltName::Ip("::1".parse().unwrap()),
+        SubjectAltName::Ip("10.0.0.7".parse().unwrap()),
+    ];
+    let allows = |allowed: &str| names.iter().any(|name| san_matches(name, allowed));
+    assert!(allows("scraper.example"));
+    assert!(allows("ops@example.com"));
+    assert!(allows("0:0:0:0:0:0:0:1"));
+    assert!(allows("10.0.0.7"));
+    assert!(allows("::ffff:10.0.0.7"));
+    assert!(!allows("SCRAPER.example"));
+    assert!(!allows("other.example"));
+    assert!(!allows("10.0.0.8"));
+}

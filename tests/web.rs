@@ -1,0 +1,299 @@
+//! The HTTP(S) serving layer end to end: certificates made here with rcgen, a web config file
+//! written to a temporary folder, `serve` on 127.0.0.1:0, and reqwest (rustls) as the client.
+
+use axum::routing::get;
+use axum::Router;
+use capi_exporter::web::{serve, WebConfig, WebError, WebSettings};
+use reqwest::StatusCode;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+const PATIENCE: Duration = Duration::from_secs(10);
+const PAGE: &str = "the metrics page";
+
+/// A CA, a server certificate for 127.0.0.1 and localhost, a client certificate from the CA,
+/// and a client certificate from another CA; all PEM.
+struct Pki {
+    ca: String,
+    server_cert: String,
+    server_key: String,
+    /// Certificate and key together, as `reqwest::Identity::from_pem` takes them.
+    client_identity: String,
+    foreign_client_identity: String,
+}
+
+type Issuer = rcgen::CertifiedIssuer<'static, rcgen::KeyPair>;
+
+impl Pki {
+    fn new() -> Pki {
+        let ca = authority("exporter test CA");
+        let foreign_ca = authority("someone else's CA");
+        let (server_cert, server_key) =
+            leaf(&["127.0.0.1", "localhost"], rcgen::ExtendedKeyUsagePurpose::ServerAuth, &ca);
+        let (client_cert, client_key) = leaf(&["scraper.example"], rcgen::ExtendedKeyUsagePurpose::ClientAuth, &ca);
+        let (foreign_cert, foreign_key) =
+            leaf(&["scraper.example"], rcgen::ExtendedKeyUsagePurpose::ClientAuth, &foreign_ca);
+        Pki {
+            ca: ca.pem(),
+            server_cert,
+            server_key,
+            client_identity: format!("{client_cert}{client_key}"),
+            foreign_client_identity: format!("{foreign_cert}{foreign_key}"),
+        }
+    }
+}
+
+fn authority(name: &str) -> Issuer {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("CA params");
+    params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    params.distinguished_name.push(rcgen::DnType::CommonName, name);
+    params.key_usages = vec![rcgen::KeyUsagePurpose::KeyCertSign, rcgen::KeyUsagePurpose::DigitalSignature];
+    rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().expect("CA key")).expect("CA")
+}
+
+fn leaf(names: &[&str], usage: rcgen::ExtendedKeyUsagePurpose, issuer: &Issuer) -> (String, String) {
+    let mut params =
+        rcgen::CertificateParams::new(names.iter().map(|name| name.to_string()).collect::<Vec<_>>()).expect("params");
+    params.extended_key_usages = vec![usage];
+    let key = rcgen::KeyPair::generate().expect("key");
+    (params.signed_by(&key, issuer).expect("certificate").pem(), key.serialize_pem())
+}
+
+/// A folder under the system's temp dir holding the PKI's files and a web config; removed on drop.
+struct ConfigDir(PathBuf);
+
+impl ConfigDir {
+    fn new(pki: &Pki) -> ConfigDir {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let name = format!("capi-web-it-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed));
+        let dir = ConfigDir(std::env::temp_dir().join(name));
+        std::fs::create_dir_all(&dir.0).expect("temp dir");
+        dir.write("server.crt", &pki.server_cert);
+        dir.write("server.key", &pki.server_key);
+        dir.write("ca.crt", &pki.ca);
+        dir
+    }
+
+    fn write(&self, name: &str, contents: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, contents).expect("write");
+        path
+    }
+
+    /// Writes `web.yml` with the given text and loads it.
+    fn config(&self, text: &str) -> WebConfig {
+        let path = self.write("web.yml", text);
+        WebConfig::load(&path).unwrap_or_else(|error| panic!("{error}"))
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ConfigDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `serve`; stops it on `stop`.
+struct Server {
+    address: SocketAddr,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<Result<(), WebError>>,
+}
+
+impl Server {
+    async fn start(config: WebConfig) -> Server {
+        Server::start_with(WebSettings { config: Some(config), ..WebSettings::default() }).await
+    }
+
+    async fn start_with(settings: WebSettings) -> Server {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let address = listener.local_addr().expect("address");
+        let router = Router::new().route("/metrics", get(|| async { PAGE }));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(serve(listener, router, settings, async move {
+            let _ = stopped.await;
+        }));
+        Server { address, stop: Some(stop), task }
+    }
+
+    fn https(&self) -> String {
+        format!("https://{}/metrics", self.address)
+    }
+
+    async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let result = tokio::time::timeout(PATIENCE, &mut self.task).await.expect("serve returned in time");
+        result.expect("serve task").expect("serve");
+    }
+}
+
+/// A client that trusts only the test CA, optionally with a client certificate.
+fn client(pki: &Pki, identity: Option<&str>) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(pki.ca.as_bytes()).expect("CA"))
+        .no_proxy()
+        .timeout(PATIENCE);
+    if let Some(identity) = identity {
+        builder = builder.identity(reqwest::Identity::from_pem(identity.as_bytes()).expect("identity"));
+    }
+    builder.build().expect("client")
+}
+
+async fn get_page(client: &reqwest::Client, url: &str) -> Result<(StatusCode, String), reqwest::Error> {
+    let response = client.get(url).send().await?;
+    let status = response.status();
+    Ok((status, response.text().await?))
+}
+
+const TLS: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+
+#[tokio::test]
+async fn https_works_with_the_ca_and_plain_http_to_the_tls_port_fails() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let server = Server::start(dir.config(TLS)).await;
+
+    let (status, body) = get_page(&client(&pki, None), &server.https()).await.expect("HTTPS");
+    assert_eq!((status, body.as_str()), (StatusCode::OK, PAGE));
+
+    let plain = client(&pki, None).get(format!("http://{}/metrics", server.address)).send().await;
+    assert!(plain.is_err(), "plain HTTP got an answer: {plain:?}");
+
+    let untrusting = reqwest::Client::builder().use_rustls_tls().no_proxy().timeout(PATIENCE).build().unwrap();
+    assert!(untrusting.get(server.https()).send().await.is_err(), "a client without the CA refuses the server");
+
+    // The failed connections closed only themselves.
+    assert!(get_page(&client(&pki, None), &server.https()).await.is_ok());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn require_and_verify_client_cert_takes_only_certificates_from_the_ca() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let text = format!("{TLS}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n");
+    let server = Server::start(dir.config(&text)).await;
+
+    let without = get_page(&client(&pki, None), &server.https()).await;
+    assert!(without.is_err(), "no client certificate: {without:?}");
+    let foreign = get_page(&client(&pki, Some(&pki.foreign_client_identity)), &server.https()).await;
+    assert!(foreign.is_err(), "a certificate from another CA: {foreign:?}");
+    let (status, body) = get_page(&client(&pki, Some(&pki.client_identity)), &server.https()).await.expect("good cert");
+    assert_eq!((status, body.as_str()), (StatusCode::OK, PAGE));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn verify_client_cert_if_given_lets_clients_without_one_in() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let text = format!("{TLS}  client_auth_type: VerifyClientCertIfGiven\n  client_ca_file: ca.crt\n");
+    let server = Server::start(dir.config(&text)).await;
+
+    assert!(get_page(&client(&pki, None), &server.https()).await.is_ok(), "no certificate");
+    assert!(get_page(&client(&pki, Some(&pki.client_identity)), &server.https()).await.is_ok(), "a good one");
+    let foreign = get_page(&client(&pki, Some(&pki.foreign_client_identity)), &server.https()).await;
+    assert!(foreign.is_err(), "a bad one: {foreign:?}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn client_allowed_sans_check_the_client_certificate_names() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let base = format!("{TLS}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n");
+
+    let allowed = Server::start(dir.config(&format!("{base}  client_allowed_sans: [scraper.example]\n"))).await;
+    assert!(get_page(&client(&pki, Some(&pki.client_identity)), &allowed.https()).await.is_ok());
+    allowed.stop().await;
+
+    let others = Server::start(dir.config(&format!("{base}  client_allowed_sans: [other.example]\n"))).await;
+    assert!(get_page(&client(&pki, Some(&pki.client_identity)), &others.https()).await.is_err());
+    others.stop().await;
+}
+
+#[tokio::test]
+async fn max_version_is_honoured() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let server = Server::start(dir.config(&format!("{TLS}  max_version: TLS12\n"))).await;
+    assert!(get_page(&client(&pki, None), &server.https()).await.is_ok(), "TLS 1.2 is spoken");
+    let only_13 = reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(pki.ca.as_bytes()).unwrap())
+        .min_tls_version(reqwest::tls::Version::TLS_1_3)
+        .no_proxy()
+        .timeout(PATIENCE)
+        .build()
+        .unwrap();
+    assert!(only_13.get(server.https()).send().await.is_err(), "TLS 1.3 is not");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn basic_auth_over_https() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let hash = bcrypt::hash("wonderland", 4).unwrap();
+    let server = Server::start(dir.config(&format!("{TLS}basic_auth_users:\n  alice: '{hash}'\n"))).await;
+    let client = client(&pki, None);
+
+    let right = client.get(server.https()).basic_auth("alice", Some("wonderland")).send().await.unwrap();
+    assert_eq!(right.status(), StatusCode::OK);
+    assert_eq!(right.text().await.unwrap(), PAGE);
+
+    let wrong = client.get(server.https()).basic_auth("alice", Some("guess")).send().await.unwrap();
+    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    assert!(!wrong.text().await.unwrap().contains(PAGE));
+
+    let none = client.get(server.https()).send().await.unwrap();
+    assert_eq!(none.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(none.headers()[reqwest::header::WWW_AUTHENTICATE], "Basic");
+    assert!(!none.text().await.unwrap().contains(PAGE));
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_client_that_never_finishes_the_handshake_is_disconnected() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let settings = WebSettings {
+        config: Some(dir.config(TLS)),
+        header_read_timeout: Duration::from_millis(200),
+        ..WebSettings::default()
+    };
+    let server = Server::start_with(settings).await;
+    let mut silent = TcpStream::connect(server.address).await.unwrap();
+    let mut buffer = Vec::new();
+    let closed = tokio::time::timeout(PATIENCE, silent.read_to_end(&mut buffer)).await;
+    assert!(closed.is_ok(), "the server closed the silent connection");
+    assert!(get_page(&client(&pki, None), &server.https()).await.is_ok(), "and kept serving");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn serve_fails_at_start_when_the_certificate_is_gone() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let config = dir.config(TLS);
+    std::fs::remove_file(dir.path().join("server.crt")).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let settings = WebSettings { config: Some(config), ..WebSettings::default() };
+    let error = serve(listener, Router::new(), settings, std::future::pending()).await.unwrap_err();
+    assert!(error.to_string().contains("tls_server_config.cert_file: cannot read server.crt"), "{error}");
+}
