@@ -1,20 +1,21 @@
 //! Wires everything together: accounts (or the demo exchange), pollers, metrics and the server.
 
-use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
+use crate::api::{ApiError, Client, ClientSettings, Clock, Credentials, Secret};
 use crate::config::shard::Shard;
 use crate::config::{AccountConfig, Accounts, Config};
 use crate::metrics::{AccountSlot, ExporterMetrics, Metrics};
+use crate::poller::budget::{self, AccountBudget, WeightWindow};
 use crate::poller::state::StateStore;
-use crate::poller::{AccountPoller, PollSettings};
+use crate::poller::{AccountPoller, PollSettings, PolledAccount};
 use crate::server::{app, AppState};
 use crate::sim::{SimExchange, SimOptions};
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
@@ -47,31 +48,26 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     }
     let http = Client::http_pool(config.timeout)?;
     let store = config.state_file.as_deref().map(|path| Arc::new(open_state(path)));
+    let settings = poll_settings(&config, &accounts);
+    let max_age = config.data_max_age.unwrap_or_else(|| (settings.interval * 5).max(Duration::from_secs(60)));
     let exporter_metrics = ExporterMetrics::new();
     let slots: Vec<Arc<AccountSlot>> = accounts.iter().map(|a| AccountSlot::new(a.name.clone())).collect();
-    let metrics = Arc::new(Metrics::new(slots.clone(), &exporter_metrics));
+    let metrics = Arc::new(Metrics::new(slots.clone(), &exporter_metrics, max_age));
     // Pollers are set up (and restored counters published) before anyone can scrape.
+    let clock = Arc::new(Clock::default());
+    let ip_budget = Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget)));
     let client_settings = ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() };
     let pollers: Vec<AccountPoller> = accounts
         .into_iter()
         .zip(&slots)
         .map(|(account, slot)| {
             exporter_metrics.add_account(&account.name);
-            let settings = PollSettings {
-                interval: config.poll_interval,
-                overlap: config.bills_overlap,
-                backfill: config.bills_backfill,
-                bill_queries_per_poll: config.bill_queries_per_poll(account.coin_ids.len()),
+            let polled = PolledAccount {
+                client: Client::new(http.clone(), client_settings.clone(), account.credentials, clock.clone()),
+                coin_ids: account.coin_ids,
+                budget: AccountBudget::new(ip_budget.clone(), config.uid_weight_budget),
             };
-            let client = Client::new(http.clone(), client_settings.clone(), account.credentials);
-            AccountPoller::new(
-                client,
-                account.coin_ids,
-                settings,
-                slot.clone(),
-                exporter_metrics.clone(),
-                store.clone(),
-            )
+            AccountPoller::new(polled, settings.clone(), slot.clone(), exporter_metrics.clone(), store.clone())
         })
         .collect();
     let listener = tokio::net::TcpListener::bind(config.listen_address)
@@ -85,7 +81,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let count = pollers.len();
     for (index, poller) in pollers.into_iter().enumerate() {
         // Spread the accounts over the interval instead of querying all of them at once.
-        let start_delay = config.poll_interval.mul_f64(index as f64 / count as f64);
+        let start_delay = settings.interval.mul_f64(index as f64 / count as f64);
         running.spawn(poller.run(start_delay, stopped.clone()));
     }
 
@@ -99,6 +95,30 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     served.map_err(RunError::Serve)?;
     info!("stopped");
     Ok(())
+}
+
+/// How the accounts are polled: at the configured interval, or a longer one when they cannot
+/// all be polled within the exchange's weight budget (said at start, and in
+/// `capi_poll_interval_seconds`).
+fn poll_settings(config: &Config, accounts: &[AccountConfig]) -> PollSettings {
+    let coins = accounts.iter().map(|a| a.coin_ids.len()).max().unwrap_or(1);
+    let plan =
+        budget::plan(accounts.len(), coins, config.poll_interval, config.ip_weight_budget, config.uid_weight_budget);
+    if plan.interval > config.poll_interval {
+        warn!(
+            accounts = accounts.len(),
+            coins,
+            configured_seconds = config.poll_interval.as_secs_f64(),
+            stretched_seconds = plan.interval.as_secs_f64(),
+            "the accounts and coins do not fit the exchange's weight budget at --poll.interval; polling less often (raise the budgets if the exchange allows more, or shard the accounts over several IPs)"
+        );
+    }
+    PollSettings {
+        interval: plan.interval,
+        overlap: config.bills_overlap,
+        backfill: config.bills_backfill,
+        bill_queries_per_poll: plan.bill_queries_per_poll,
+    }
 }
 
 /// The base URL and accounts to poll; in demo mode, starts the simulated exchange first.

@@ -1,98 +1,205 @@
-//! When the exchange fails, /metrics keeps the last good figures, capi_up drops to 0, the
-//! failure is counted by outcome, the exporter recovers by itself, and no bill is lost.
+//! The fault-injection suite: for each way the exchange can fail, the exporter keeps serving,
+//! reports it, recovers by itself, and the bill counts stay exact.
 
 mod common;
 
 use capi_exporter::sim::{Credentials, Fault, NewBill, SimOptions};
 use common::{Exchange, Exporter, Scrape};
+use rust_decimal::Decimal;
 use serde_json::json;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 fn requests(scrape: &Scrape, outcome: &str) -> f64 {
     scrape.sum("capi_api_requests_total", &[("outcome", outcome)])
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn each_fault_is_counted_survived_and_recovered_from() {
-    let exchange = Exchange::start(SimOptions { weight_per_10s: None, ..SimOptions::default() }).await;
-    let key = exchange.key().to_string();
-    exchange.sim.set_collateral_field(&key, 2, "amount", json!("4321.5"));
-    let exporter = Exporter::start(&exchange, &["--api.timeout", "1s", "--bills.overlap", "2s"]);
-    exporter.wait_up().await;
-    let faults = [
-        (Fault::HtmlStatus(502), "http_error", 20),
-        (Fault::ExchangeError { code: "40015".into() }, "exchange_error", 20),
-        (Fault::Truncated, "decode_error", 20),
-        (Fault::MalformedJson, "decode_error", 20),
-        (Fault::RateLimited { retry_after_secs: None }, "rate_limited", 20),
-        (Fault::Hang(Duration::from_millis(1_500)), "timeout", 3),
-    ];
-    let mut added = 0;
-    for (fault, outcome, times) in faults {
-        let before = requests(&exporter.scrape().await, outcome);
-        // A zero amount leaves the collateral amount, the last good figure checked below, as it is.
-        exchange
-            .sim
-            .add_bill(&key, NewBill { coin: "USDT".into(), business_type: "deposit".into(), ..NewBill::default() });
-        added += 1;
-        exchange.sim.inject_fault(fault.clone(), times);
-        let failing = exporter
-            .wait_for(&format!("{fault:?} counted as {outcome}"), |s| {
-                requests(s, outcome) > before && s.value("capi_up", &[]) == Some(0.0)
-            })
-            .await;
-        assert_eq!(
-            failing.value("capi_collateral_amount", &[]),
-            Some(4321.5),
-            "last good figures stay during {fault:?}"
-        );
-        exporter.wait_up().await;
-    }
-    let scrape = exporter.scrape().await;
-    assert_eq!(scrape.sum("capi_api_exchange_errors_total", &[("code", "40015")]), 20.0);
+/// Adds a bill of 1 unit to the account and returns how many bills it has now.
+fn add_deposit(exchange: &Exchange) -> usize {
+    exchange.sim.add_bill(
+        exchange.key(),
+        NewBill { coin: "USDT".into(), business_type: "deposit".into(), amount: Decimal::ONE, ..NewBill::default() },
+    );
+    exchange.sim.bills(exchange.key()).len()
+}
+
+async fn wait_counted(exporter: &Exporter, bills: usize) {
     exporter
-        .wait_for("every bill counted once", |s| {
-            s.value("capi_bills_total", &[("business_type", "deposit")]) == Some(added as f64)
-        })
+        .wait_for(&format!("{bills} bills counted exactly"), |s| s.sum("capi_bills_total", &[]) == bills as f64)
         .await;
-    assert_eq!(exporter.get("/-/healthy").await.status(), 200);
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn a_rejected_key_is_reported_once_with_its_code_and_not_ready() {
+async fn transient_faults_are_retried_counted_and_survived() {
+    let exchange = Exchange::start(SimOptions { weight_per_10s: None, ..SimOptions::default() }).await;
+    let exporter = Exporter::start(&exchange, &["--api.timeout", "1s"]);
+    exporter.wait_up().await;
+    let faults = [
+        (Fault::HtmlStatus(500), "http_error"),
+        (Fault::HtmlStatus(502), "http_error"),
+        (Fault::ExchangeError { code: "40015".into() }, "exchange_error"),
+        (Fault::Truncated, "decode_error"),
+        (Fault::MalformedJson, "decode_error"),
+        (Fault::Hang(Duration::from_millis(1_500)), "timeout"),
+    ];
+    let mut bills = 0;
+    for (fault, outcome) in faults {
+        let before = requests(&exporter.scrape().await, outcome);
+        bills = add_deposit(&exchange);
+        // Three in a row outlast one poll's retries, so the poll fails and capi_up shows it.
+        exchange.sim.inject_fault(fault.clone(), 3);
+        exporter.wait_for(&format!("{fault:?} counted as {outcome}"), |s| requests(s, outcome) >= before + 3.0).await;
+        let scrape = exporter.wait_up().await;
+        assert_eq!(scrape.value("capi_collateral_amount", &[]).map(|v| v > 0.0), Some(true));
+    }
+    wait_counted(&exporter, bills).await;
+    assert_eq!(exporter.get("/-/healthy").await.status(), 200);
+    let scrape = exporter.scrape().await;
+    assert_eq!(scrape.sum("capi_api_exchange_errors_total", &[("code", "40015")]), 3.0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_429_storm_backs_off_honouring_retry_after_then_resumes() {
+    let exchange = Exchange::start(SimOptions { weight_per_10s: None, ..SimOptions::default() }).await;
+    let exporter = Exporter::start(&exchange, &[]);
+    exporter.wait_up().await;
+    let requests_before = exchange.sim.requests().total;
+    let bills = add_deposit(&exchange);
+    let stormed = Instant::now();
+    exchange.sim.inject_fault(Fault::RateLimited { retry_after_secs: Some(1) }, 3);
+    let scrape =
+        exporter.wait_for("a back-off", |s| s.value("capi_poll_backoff_seconds", &[]).is_some_and(|b| b > 0.0)).await;
+    assert!(requests(&scrape, "rate_limited") >= 1.0);
+    exporter.wait_for("three 429s counted", |s| requests(s, "rate_limited") == 3.0).await;
+    let scrape = exporter.wait_up().await;
+    // Three answers asking for a second's pause each: at a 200 ms interval without backing off
+    // they would have been spent in 0.6 s; the poll that hits a 429 sends nothing more.
+    assert!(stormed.elapsed() >= Duration::from_secs(3), "recovered after {:?}", stormed.elapsed());
+    assert_eq!(scrape.value("capi_poll_backoff_seconds", &[]), Some(0.0));
+    let during = exchange.sim.requests().total - requests_before;
+    assert!(during < 15, "{during} requests during the storm");
+    wait_counted(&exporter, bills).await;
+}
+
+async fn skewed_clock_is_corrected(offset_ms: i64) {
+    let exchange = Exchange::start(SimOptions { clock_offset_ms: offset_ms, ..SimOptions::default() }).await;
+    let exporter = Exporter::start(&exchange, &["--bills.overlap", "2s"]);
+    let scrape = exporter.wait_up().await;
+    let offset = scrape.value("capi_clock_offset_seconds", &[]).unwrap();
+    assert!((offset - offset_ms as f64 / 1000.0).abs() < 2.0, "estimated {offset} s for {offset_ms} ms");
+    assert!(scrape.sum("capi_api_exchange_errors_total", &[("code", "40008")]) >= 1.0);
+    // Bills are dated by the exchange's clock; the cursor follows it, so none is lost.
+    let bills = add_deposit(&exchange);
+    wait_counted(&exporter, bills).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exchange_clock_ahead_is_detected_and_signed_for() {
+    skewed_clock_is_corrected(90_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_exchange_clock_behind_is_detected_and_signed_for() {
+    skewed_clock_is_corrected(-75_000).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_rejected_key_is_reported_once_and_polled_ever_more_slowly() {
     let exchange = Exchange::start(SimOptions::default()).await;
     let wrong = Credentials { secret: "not-the-secret".into(), ..exchange.credentials.clone() };
     let exporter = Exporter::start_with(&exchange.url, &wrong, &["--log.level", "debug"]);
     let scrape = exporter
-        .wait_for("auth errors", |s| {
-            s.value("capi_api_exchange_errors_total", &[("code", "40009"), ("endpoint", "account")]) >= Some(3.0)
-        })
+        .wait_for("a slowed pace", |s| s.value("capi_poll_backoff_seconds", &[]).is_some_and(|b| b >= 1.0))
         .await;
-    assert!(requests(&scrape, "auth_error") >= 3.0);
+    let rejected = scrape.sum("capi_api_exchange_errors_total", &[("code", "40009")]);
+    assert!(rejected >= 3.0, "{rejected}");
     assert_eq!(requests(&scrape, "success"), 0.0);
+    assert_eq!(requests(&scrape, "auth_error"), rejected, "the poll stops at the first rejection");
     assert_eq!(scrape.value("capi_up", &[]), Some(0.0));
     let ready = exporter.get("/-/ready").await;
     assert_eq!(ready.status(), 503);
     assert!(ready.text().await.unwrap().contains("default"));
     let log = exporter.log();
     let warnings: Vec<&str> = log.lines().filter(|l| l.contains("level=warn")).collect();
-    assert_eq!(warnings.len(), 2, "one warning per endpoint for a lasting failure, not one per poll:\n{log}");
-    for (warning, endpoint) in warnings.iter().zip(["account", "bills"]) {
-        assert!(warning.contains(&format!("endpoint={endpoint}")), "{warning}");
-        assert!(warning.contains("40009") && warning.contains("signature verification failed"), "{warning}");
-    }
+    assert_eq!(warnings.len(), 1, "one warning for a lasting failure, not one per poll:\n{log}");
+    assert!(warnings[0].contains("40009") && warnings[0].contains("signature verification failed"), "{}", warnings[0]);
+    // At a 200 ms interval, hammering would make about 5 requests a second.
+    let sent = exchange.sim.requests().total as f64;
+    assert!(sent <= rejected + 1.0, "{sent} requests for {rejected} rejections");
 }
 
 #[tokio::test(flavor = "multi_thread")]
-async fn an_unreachable_exchange_is_a_transport_error_and_the_exporter_keeps_serving() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let closed = format!("http://{}", listener.local_addr().unwrap());
-    drop(listener);
-    let exporter = Exporter::start_with(&closed, &Credentials::generate(1), &[]);
-    let scrape = exporter.wait_for("transport errors", |s| requests(s, "transport_error") >= 2.0).await;
-    assert_eq!(scrape.value("capi_up", &[]), Some(0.0));
+async fn connection_refused_and_an_exchange_restart_lose_no_bill() {
+    let mut exchange = Exchange::start(SimOptions::default()).await;
+    exchange.sim.set_collateral_field(exchange.key(), 2, "amount", json!("777.5"));
+    let exporter = Exporter::start(&exchange, &["--bills.overlap", "3s", "--data.max-age", "1m"]);
+    exporter.wait_up().await;
+    add_deposit(&exchange);
+    exporter.wait_for("the deposit", |s| s.value("capi_collateral_amount", &[]) == Some(778.5)).await;
+    exchange.stop().await;
+    let down = exporter
+        .wait_for("the outage", |s| s.value("capi_up", &[]) == Some(0.0) && requests(s, "transport_error") >= 3.0)
+        .await;
+    assert_eq!(down.value("capi_collateral_amount", &[]), Some(778.5), "last good figures stay within the max age");
     assert_eq!(exporter.get("/-/healthy").await.status(), 200);
-    assert_eq!(exporter.get("/-/ready").await.status(), 503);
     let warning = exporter.log().lines().find(|l| l.contains("level=warn")).map(str::to_string).unwrap_or_default();
     assert!(warning.contains("cannot reach the exchange"), "{warning}");
+    // Bills keep happening while the exporter cannot see them.
+    add_deposit(&exchange);
+    let bills = add_deposit(&exchange);
+    exchange.restart().await;
+    exporter.wait_up().await;
+    wait_counted(&exporter, bills).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn stale_figures_are_withdrawn_and_come_back_with_the_exchange() {
+    let mut exchange = Exchange::start(SimOptions::default()).await;
+    let exporter = Exporter::start(&exchange, &["--data.max-age", "2s"]);
+    exporter.wait_up().await;
+    exchange.stop().await;
+    let stale = exporter
+        .wait_for("the figures withdrawn", |s| {
+            s.value("capi_collateral_amount", &[]).is_none()
+                && s.value("capi_data_age_seconds", &[("coin_id", "2")]).is_some_and(|age| age > 2.0)
+        })
+        .await;
+    assert!(stale.series("capi_position_size").is_empty() && stale.series("capi_account_info").is_empty());
+    assert_eq!(stale.value("capi_up", &[]), Some(0.0));
+    exchange.restart().await;
+    let fresh = exporter.wait_for("the figures back", |s| s.value("capi_collateral_amount", &[]).is_some()).await;
+    assert!(fresh.value("capi_data_age_seconds", &[("coin_id", "2")]).is_some_and(|age| age < 2.0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn many_accounts_never_exceed_the_weight_budget() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let names: Vec<String> = (0..25).map(|i| format!("desk-{i}")).collect();
+    let (config, env, keys) = exchange.accounts_file(&names);
+    let mut command = Exporter::command(&["--config.file", config.to_str().unwrap(), "--api.base-url", &exchange.url]);
+    command.envs(env.iter().map(|(k, v)| (k, v)));
+    let exporter = Exporter::spawn(command);
+    let scrape = exporter.wait_up().await;
+    // 25 accounts x (1 account query + 1 bill query) = 75 IP weight per poll; 80% of 500 per
+    // 11 s allows a poll of all of them every 2.0625 s, not every 200 ms.
+    assert_eq!(scrape.value("capi_poll_interval_seconds", &[("account", "desk-0")]), Some(2.0625));
+    assert!(exporter.log().contains("do not fit the exchange's weight budget"), "{}", exporter.log());
+    // A burst on a few accounts (a bill a millisecond: more than a page, but pageable) makes
+    // them page through more queries.
+    let start = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    for key in keys.iter().take(3) {
+        for i in 0..250 {
+            let bill = NewBill {
+                coin: "USDT".into(),
+                business_type: "position_funding".into(),
+                amount: Decimal::new(i + 1, 2),
+                ctime_ms: Some(start + i),
+                ..NewBill::default()
+            };
+            exchange.sim.add_bill(key, bill);
+        }
+    }
+    exporter.wait_for("750 bills counted", |s| s.sum("capi_bills_total", &[]) == 750.0).await;
+    let stats = exchange.sim.requests();
+    assert_eq!(stats.by_outcome.get("rate_limited"), None, "{stats:?}");
+    assert_eq!(requests(&exporter.scrape().await, "rate_limited"), 0.0);
 }

@@ -11,7 +11,7 @@ fn state(path: &str) -> (AppState, Arc<AccountSlot>) {
     let slot = AccountSlot::new("main");
     let exporter = ExporterMetrics::new();
     exporter.add_account("main");
-    let metrics = Arc::new(Metrics::new(vec![slot.clone()], &exporter));
+    let metrics = Arc::new(Metrics::new(vec![slot.clone()], &exporter, std::time::Duration::from_secs(60)));
     (AppState { metrics, slots: vec![slot.clone()].into(), telemetry_path: path.into() }, slot)
 }
 

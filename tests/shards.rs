@@ -11,21 +11,7 @@ use std::collections::BTreeSet;
 async fn three_replicas_poll_every_account_exactly_once() {
     let exchange = Exchange::start(SimOptions { weight_per_10s: None, ..SimOptions::default() }).await;
     let names: Vec<String> = (0..7).map(|i| format!("sub-{i}")).collect();
-    let mut yaml = String::from("accounts:\n");
-    let mut env = Vec::new();
-    for (i, name) in names.iter().enumerate() {
-        let credentials = exchange.add_account(100 + i as u64);
-        let var = name.replace('-', "_").to_uppercase();
-        yaml.push_str(&format!(
-            "  - name: {name}\n    credentials:\n      api_key: {{env: {var}_KEY}}\n      secret: {{env: {var}_SECRET}}\n      passphrase: {{env: {var}_PASS}}\n"
-        ));
-        env.push((format!("{var}_KEY"), credentials.api_key));
-        env.push((format!("{var}_SECRET"), credentials.secret));
-        env.push((format!("{var}_PASS"), credentials.passphrase));
-    }
-    let config = std::env::temp_dir().join(format!("capi-shards-{}.yml", std::process::id()));
-    std::fs::write(&config, yaml).unwrap();
-
+    let (config, env, _) = exchange.accounts_file(&names);
     let mut polled: Vec<BTreeSet<String>> = Vec::new();
     for index in 0..3 {
         let shard = index.to_string();

@@ -1,14 +1,16 @@
 //! The signed HTTP client for the two endpoints.
 
+use super::clock::{local_now_ms, Clock};
 use super::credentials::Credentials;
-use super::error::ApiError;
+use super::error::{ApiError, CLOCK_SKEW_CODE};
 use super::fields::DecodeProblem;
 use super::model::{decode_account_info, decode_bill_page, AccountInfo, BillPage};
 use super::sign::sign;
-use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, RETRY_AFTER};
+use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, DATE, RETRY_AFTER};
 use serde::Serialize;
 use serde_json::Value;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::time::{Duration, UNIX_EPOCH};
 
 pub const BILLS_PATH: &str = "/capi/v2/account/bills";
 pub const ACCOUNT_PATH: &str = "/capi/v2/account/account";
@@ -71,11 +73,18 @@ pub struct Client {
     http: reqwest::Client,
     settings: ClientSettings,
     credentials: Credentials,
+    clock: Arc<Clock>,
 }
 
 impl Client {
-    pub fn new(http: reqwest::Client, settings: ClientSettings, credentials: Credentials) -> Self {
-        Self { http, settings, credentials }
+    /// `clock` is shared by every client of the same exchange.
+    pub fn new(http: reqwest::Client, settings: ClientSettings, credentials: Credentials, clock: Arc<Clock>) -> Self {
+        Self { http, settings, credentials, clock }
+    }
+
+    /// The exchange's clock as estimated so far.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
     }
 
     /// A connection pool to share between the accounts' clients.
@@ -102,9 +111,28 @@ impl Client {
         decode_with(&answer, &["items", "hasNextPage"], decode_bill_page)
     }
 
-    /// Signs and sends one request, returning the body of a successful answer.
+    /// Signs and sends one request, returning the body of a successful answer. An answer that
+    /// rejects the timestamp (40008) and tells the exchange's time corrects the clock, so that
+    /// the caller's next attempt is signed right.
     async fn send(&self, method: reqwest::Method, path: &str, query: &str, body: Vec<u8>) -> Result<Value, ApiError> {
-        let timestamp = now_millis().to_string();
+        let sent_ms = local_now_ms();
+        let result = self.send_signed(method, path, query, body).await;
+        if let Err(ApiError::Exchange { code, server_time_ms: Some(server_ms), .. }) = &result {
+            if code == CLOCK_SKEW_CODE {
+                self.clock.correct(*server_ms, sent_ms, local_now_ms());
+            }
+        }
+        result
+    }
+
+    async fn send_signed(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        query: &str,
+        body: Vec<u8>,
+    ) -> Result<Value, ApiError> {
+        let timestamp = self.clock.now_ms().to_string();
         let signature = sign(self.credentials.secret.expose(), &timestamp, method.as_str(), path, query, &body);
         let mut url = format!("{}{}", self.settings.base_url, path);
         if !query.is_empty() {
@@ -122,8 +150,9 @@ impl Client {
             .map_err(|e| self.transport_error(&e))?;
         let status = response.status();
         let retry_after = retry_after(response.headers());
+        let date_ms = date_ms(response.headers());
         let bytes = response.bytes().await.map_err(|e| self.transport_error(&e))?;
-        interpret(status.as_u16(), retry_after, &bytes)
+        interpret(status.as_u16(), retry_after, date_ms, &bytes)
     }
 
     fn headers(&self, timestamp: &str, signature: &str) -> Result<HeaderMap, ApiError> {
@@ -155,12 +184,12 @@ impl Client {
 }
 
 /// Turns a complete HTTP answer into a JSON body or the error it carries.
-fn interpret(status: u16, retry_after: Option<Duration>, body: &[u8]) -> Result<Value, ApiError> {
+fn interpret(status: u16, retry_after: Option<Duration>, date_ms: Option<i64>, body: &[u8]) -> Result<Value, ApiError> {
     if status == 429 {
         return Err(ApiError::RateLimited { retry_after });
     }
     let json: Option<Value> = serde_json::from_slice(body).ok();
-    if let Some(error) = json.as_ref().and_then(exchange_error) {
+    if let Some(error) = json.as_ref().and_then(|json| exchange_error(json, date_ms)) {
         return Err(error);
     }
     match (status, json) {
@@ -172,8 +201,9 @@ fn interpret(status: u16, retry_after: Option<Duration>, body: &[u8]) -> Result<
 
 /// The documented error body `{"code":"40009","msg":"...","requestTime":...}`; the code may be a
 /// string or a number. Success bodies never carry a `code`, so its presence alone marks an error
-/// unless it is one of the usual "OK" codes some gateways add.
-fn exchange_error(json: &Value) -> Option<ApiError> {
+/// unless it is one of the usual "OK" codes some gateways add. The exchange's time comes from
+/// `requestTime` (milliseconds) or else the `Date` header (seconds).
+fn exchange_error(json: &Value, date_ms: Option<i64>) -> Option<ApiError> {
     let object = json.as_object()?;
     let code = match object.get("code")? {
         Value::String(s) => s.clone(),
@@ -184,7 +214,8 @@ fn exchange_error(json: &Value) -> Option<ApiError> {
         return None;
     }
     let message = object.get("msg").and_then(Value::as_str).unwrap_or_default();
-    Some(ApiError::Exchange { code, message: one_line(message, 200) })
+    let request_time = object.get("requestTime").and_then(|t| super::fields::integer(t).ok());
+    Some(ApiError::Exchange { code, message: one_line(message, 200), server_time_ms: request_time.or(date_ms) })
 }
 
 /// Decodes a JSON answer whose top level must hold at least one of `expected`.
@@ -200,6 +231,11 @@ fn decode_with<T>(
     let mut problems = Vec::new();
     let value = decode(body, &mut problems).map_err(|e| ApiError::Decode(e.to_string()))?;
     Ok(Answer { value, problems })
+}
+
+fn date_ms(headers: &HeaderMap) -> Option<i64> {
+    let date = httpdate::parse_http_date(headers.get(DATE)?.to_str().ok()?).ok()?;
+    Some(date.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
 }
 
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
@@ -232,11 +268,6 @@ fn error_chain(error: &dyn std::error::Error) -> String {
     text
 }
 
-/// Milliseconds since the epoch by this machine's clock.
-pub fn now_millis() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,17 +285,21 @@ mod tests {
 
     #[test]
     fn error_bodies_become_typed_errors() {
-        let exchange = interpret(400, None, br#"{"code":40009,"msg":"bad sign","requestTime":1}"#);
-        assert!(matches!(exchange, Err(ApiError::Exchange { ref code, .. }) if code == "40009"));
-        let html = interpret(502, None, b"<html>\n<body>Bad Gateway</body></html>");
+        let exchange = interpret(400, None, None, br#"{"code":40009,"msg":"bad sign","requestTime":1}"#);
+        assert!(
+            matches!(exchange, Err(ApiError::Exchange { ref code, server_time_ms: Some(1), .. }) if code == "40009")
+        );
+        let dated = interpret(400, None, Some(5_000), br#"{"code":"40008","msg":"expired"}"#);
+        assert!(matches!(dated, Err(ApiError::Exchange { server_time_ms: Some(5_000), .. })));
+        let html = interpret(502, None, None, b"<html>\n<body>Bad Gateway</body></html>");
         assert!(
             matches!(html, Err(ApiError::Http { status: 502, ref snippet }) if snippet == "<html> <body>Bad Gateway</body></html>")
         );
-        let limited = interpret(429, Some(Duration::from_secs(3)), b"");
+        let limited = interpret(429, Some(Duration::from_secs(3)), None, b"");
         assert!(matches!(limited, Err(ApiError::RateLimited { retry_after: Some(d) }) if d.as_secs() == 3));
-        let truncated = interpret(200, None, br#"{"hasNextPage":false,"ite"#);
+        let truncated = interpret(200, None, None, br#"{"hasNextPage":false,"ite"#);
         assert!(matches!(truncated, Err(ApiError::Decode(_))));
-        assert!(interpret(200, None, br#"{"code":"00000","items":[]}"#).is_ok());
+        assert!(interpret(200, None, None, br#"{"code":"00000","items":[]}"#).is_ok());
     }
 
     #[test]

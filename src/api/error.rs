@@ -45,7 +45,12 @@ impl Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     #[error("exchange refused the request: code {code} ({}): {message}", code_meaning(.code))]
-    Exchange { code: String, message: String },
+    Exchange {
+        code: String,
+        message: String,
+        /// The exchange's clock when it answered (`requestTime` or the `Date` header), if given.
+        server_time_ms: Option<i64>,
+    },
     #[error("rate limited by the exchange (HTTP 429){}", .retry_after.map(|d| format!(", retry after {}s", d.as_secs())).unwrap_or_default())]
     RateLimited { retry_after: Option<Duration> },
     #[error("HTTP {status} from the exchange: {snippet}")]
@@ -71,6 +76,11 @@ impl ApiError {
         }
     }
 
+    /// Whether the exchange rejected the request's timestamp as too far from its clock.
+    pub fn is_clock_skew(&self) -> bool {
+        self.exchange_code() == Some(CLOCK_SKEW_CODE)
+    }
+
     /// The exchange's error code, when it gave one.
     pub fn exchange_code(&self) -> Option<&str> {
         match self {
@@ -79,6 +89,9 @@ impl ApiError {
         }
     }
 }
+
+/// "Timestamp expired": the request's timestamp is more than 30 s from the exchange's clock.
+pub const CLOCK_SKEW_CODE: &str = "40008";
 
 /// Codes that mean the key, its signature or its permissions are not accepted: retrying the same
 /// request cannot help, a person has to act.
@@ -130,7 +143,8 @@ mod tests {
 
     #[test]
     fn auth_codes_and_other_codes_get_their_own_outcomes() {
-        let exchange = |code: &str| ApiError::Exchange { code: code.into(), message: String::new() };
+        let exchange =
+            |code: &str| ApiError::Exchange { code: code.into(), message: String::new(), server_time_ms: None };
         assert_eq!(exchange("40009").outcome(), Outcome::AuthError);
         assert_eq!(exchange("40018").outcome(), Outcome::AuthError);
         assert_eq!(exchange("40015").outcome(), Outcome::ExchangeError);

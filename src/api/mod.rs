@@ -1,6 +1,7 @@
 //! The exchange's API: signing, credentials, lenient models and the HTTP client.
 
 pub mod client;
+pub mod clock;
 pub mod credentials;
 pub mod error;
 pub mod fields;
@@ -8,5 +9,6 @@ pub mod model;
 pub mod sign;
 
 pub use client::{Answer, BillQuery, Client, ClientSettings, Endpoint};
+pub use clock::Clock;
 pub use credentials::{Credentials, Secret};
 pub use error::{ApiError, Outcome};

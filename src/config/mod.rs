@@ -66,6 +66,12 @@ pub struct Cli {
     /// Longest wait for one answer of the exchange.
     #[arg(long = "api.timeout", env = "CAPI_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
     pub api_timeout: Duration,
+    /// Request weight the exchange allows per IP per 10 s, shared by every account polled here.
+    #[arg(long = "api.ip-weight-budget", env = "CAPI_API_IP_WEIGHT_BUDGET", default_value_t = 500, value_parser = clap::value_parser!(u32).range(10..))]
+    pub api_ip_weight_budget: u32,
+    /// Request weight the exchange allows per account (UID) per 10 s.
+    #[arg(long = "api.uid-weight-budget", env = "CAPI_API_UID_WEIGHT_BUDGET", default_value_t = 500, value_parser = clap::value_parser!(u32).range(10..))]
+    pub api_uid_weight_budget: u32,
     /// Value of the `locale` header sent to the exchange.
     #[arg(long = "api.locale", env = "CAPI_API_LOCALE", default_value = "en-US")]
     pub api_locale: String,
@@ -78,6 +84,10 @@ pub struct Cli {
     /// At the first start (no saved state), also count bills created this long before it.
     #[arg(long = "bills.backfill", env = "CAPI_BILLS_BACKFILL", value_parser = parse_duration)]
     pub bills_backfill: Option<Duration>,
+    /// Withdraw an account's figures from /metrics when its last successful poll is older than
+    /// this. Default: five poll intervals, at least 1m.
+    #[arg(long = "data.max-age", env = "CAPI_DATA_MAX_AGE", value_parser = parse_duration)]
+    pub data_max_age: Option<Duration>,
     /// File keeping the bill cursor and counters across restarts.
     #[arg(long = "state.file", env = "CAPI_STATE_FILE")]
     pub state_file: Option<PathBuf>,
@@ -135,10 +145,15 @@ pub enum Accounts {
 pub struct Config {
     pub accounts: Accounts,
     pub timeout: Duration,
+    /// Weight per 10 s: per IP (all accounts) and per account.
+    pub ip_weight_budget: u32,
+    pub uid_weight_budget: u32,
     pub locale: String,
     pub poll_interval: Duration,
     pub bills_overlap: Duration,
     pub bills_backfill: Duration,
+    /// `None`: derived from the poll interval actually used.
+    pub data_max_age: Option<Duration>,
     pub state_file: Option<PathBuf>,
     pub listen_address: SocketAddr,
     pub telemetry_path: String,
@@ -175,25 +190,18 @@ impl Config {
         Ok(Self {
             accounts,
             timeout: cli.api_timeout,
+            ip_weight_budget: cli.api_ip_weight_budget,
+            uid_weight_budget: cli.api_uid_weight_budget,
             locale: cli.api_locale.clone(),
             poll_interval: cli.poll_interval,
             bills_overlap: cli.bills_overlap,
             bills_backfill: cli.bills_backfill.unwrap_or(Duration::ZERO),
+            data_max_age: cli.data_max_age,
             state_file: cli.state_file.clone(),
             listen_address,
             telemetry_path: cli.web_telemetry_path.clone(),
             shard,
         })
-    }
-
-    /// Bill queries one poll of an account may make: what is left of 80% of the documented
-    /// per-account weight budget (500 per 10 s) over one interval after the account queries
-    /// (weight 1 per coin), at 5 per bill query; at least 1, at most 50. Issue 4's full weight
-    /// budget refines this; until then a burst costs several polls, never a flood.
-    pub fn bill_queries_per_poll(&self, coins: usize) -> usize {
-        const UID_WEIGHT_PER_SECOND: f64 = 500.0 / 10.0 * 0.8;
-        let spare = self.poll_interval.as_secs_f64() * UID_WEIGHT_PER_SECOND - coins as f64;
-        ((spare / 5.0) as usize).clamp(1, 50)
     }
 }
 

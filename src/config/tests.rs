@@ -35,10 +35,8 @@ fn defaults_follow_the_documented_interface() {
     assert_eq!(config.bills_backfill, Duration::ZERO);
     assert_eq!(config.listen_address.to_string(), "0.0.0.0:10127");
     assert_eq!(config.telemetry_path, "/metrics");
-    assert_eq!(config.bill_queries_per_poll(1), 50);
-    let fast = Config { poll_interval: Duration::from_millis(500), ..config };
-    assert_eq!(fast.bill_queries_per_poll(1), 3);
-    assert_eq!(fast.bill_queries_per_poll(30), 1);
+    assert_eq!((config.ip_weight_budget, config.uid_weight_budget), (500, 500));
+    assert_eq!(config.data_max_age, None);
 }
 
 #[test]

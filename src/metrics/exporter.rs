@@ -57,6 +57,9 @@ pub struct ExporterMetrics {
     decode_problems: Family<ProblemLabels, Counter>,
     state_errors: Family<AccountLabels, Counter>,
     scans_deferred: Family<AccountLabels, Counter>,
+    poll_interval: Family<AccountLabels, Gauge<f64, AtomicU64>>,
+    poll_backoff: Family<AccountLabels, Gauge<f64, AtomicU64>>,
+    clock_offset: Gauge<f64, AtomicU64>,
 }
 
 fn latency_histogram() -> Histogram {
@@ -79,6 +82,9 @@ impl ExporterMetrics {
             decode_problems: Family::default(),
             state_errors: Family::default(),
             scans_deferred: Family::default(),
+            poll_interval: Family::default(),
+            poll_backoff: Family::default(),
+            clock_offset: Gauge::default(),
         }
     }
 
@@ -114,6 +120,21 @@ impl ExporterMetrics {
             self.state_errors.clone(),
         );
         registry.register(
+            "capi_poll_interval_seconds",
+            "Time between the starts of two polls of the account: --poll.interval, or longer when the accounts and coins do not fit the exchange's weight budget in it",
+            self.poll_interval.clone(),
+        );
+        registry.register(
+            "capi_poll_backoff_seconds",
+            "Extra wait before the account's next poll, after the exchange rate-limited the exporter or rejected the key",
+            self.poll_backoff.clone(),
+        );
+        registry.register(
+            "capi_clock_offset_seconds",
+            "The exchange's clock minus this machine's, as estimated from its answer to a rejected timestamp (error 40008); requests are signed with the corrected time",
+            self.clock_offset.clone(),
+        );
+        registry.register(
             "capi_bill_scan_deferred",
             "Polls whose bill scan reached the per-poll query limit and resumes at the next poll",
             self.scans_deferred.clone(),
@@ -131,6 +152,7 @@ impl ExporterMetrics {
         let labels = AccountLabels { account: account.into() };
         let _ = self.state_errors.get_or_create(&labels);
         let _ = self.scans_deferred.get_or_create(&labels);
+        let _ = self.poll_backoff.get_or_create(&labels);
     }
 
     /// Records one finished request.
@@ -166,6 +188,18 @@ impl ExporterMetrics {
 
     pub fn state_error(&self, account: &str) {
         self.state_errors.get_or_create(&AccountLabels { account: account.into() }).inc();
+    }
+
+    pub fn poll_interval(&self, account: &str, interval: Duration) {
+        self.poll_interval.get_or_create(&AccountLabels { account: account.into() }).set(interval.as_secs_f64());
+    }
+
+    pub fn poll_backoff(&self, account: &str, extra_wait: Duration) {
+        self.poll_backoff.get_or_create(&AccountLabels { account: account.into() }).set(extra_wait.as_secs_f64());
+    }
+
+    pub fn clock_offset(&self, offset_ms: i64) {
+        self.clock_offset.set(offset_ms as f64 / 1000.0);
     }
 
     pub fn scan_deferred(&self, account: &str) {

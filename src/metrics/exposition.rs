@@ -6,7 +6,9 @@
 //! the next poll.
 
 use super::snapshot::{AccountSlot, AccountSnapshot};
+use crate::api::clock::local_now_ms;
 use crate::api::fields::{decimal_to_f64, NumericField, Unit};
+use crate::api::model::{Account, AccountInfo};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
@@ -16,6 +18,7 @@ use prometheus_client::metrics::MetricType;
 use std::collections::HashSet;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The labels of one row: borrowed from the snapshot, so a scrape allocates no label text.
 type Labels<'a> = Vec<(&'static str, &'a str)>;
@@ -28,11 +31,30 @@ const UP_HELP: &str = "Whether every request of the account's last poll succeede
 #[derive(Debug)]
 pub struct SnapshotCollector {
     slots: Vec<Arc<AccountSlot>>,
+    max_age: Duration,
 }
 
 impl SnapshotCollector {
-    pub fn new(slots: Vec<Arc<AccountSlot>>) -> Self {
-        Self { slots }
+    /// Figures older than `max_age` are withdrawn; their age stays visible.
+    pub fn new(slots: Vec<Arc<AccountSlot>>, max_age: Duration) -> Self {
+        Self { slots, max_age }
+    }
+}
+
+/// One account's latest snapshot, and what counts as fresh in it at this scrape.
+struct View<'a> {
+    name: &'a str,
+    snapshot: &'a AccountSnapshot,
+    oldest_ms: i64,
+}
+
+impl<'a> View<'a> {
+    fn coins(&self) -> impl Iterator<Item = (u64, &'a AccountInfo)> {
+        self.snapshot.fresh_coins(self.oldest_ms)
+    }
+
+    fn account(&self) -> Option<&'a Account> {
+        self.snapshot.fresh_account(self.oldest_ms)
     }
 }
 
@@ -45,7 +67,11 @@ impl Collector for SnapshotCollector {
         write_family(&mut encoder, "capi_up", UP_HELP, MetricType::Gauge, up.collect())?;
         let snapshots: Vec<(&str, Arc<AccountSnapshot>)> =
             self.slots.iter().filter_map(|slot| slot.latest().map(|s| (slot.name(), s))).collect();
-        let snapshots: Vec<(&str, &AccountSnapshot)> = snapshots.iter().map(|(n, s)| (*n, s.as_ref())).collect();
+        let now_ms = local_now_ms();
+        let oldest_ms = now_ms - self.max_age.as_millis() as i64;
+        let snapshots: Vec<View> =
+            snapshots.iter().map(|(name, snapshot)| View { name, snapshot, oldest_ms }).collect();
+        encode_data_age(&mut encoder, &snapshots, now_ms)?;
         encode_account(&mut encoder, &snapshots)?;
         encode_collateral(&mut encoder, &snapshots)?;
         encode_positions(&mut encoder, &snapshots)?;
@@ -53,8 +79,24 @@ impl Collector for SnapshotCollector {
     }
 }
 
-fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSnapshot)]) -> fmt::Result {
-    let accounts: Vec<_> = snapshots.iter().filter_map(|(name, s)| s.account().map(|a| (*name, a))).collect();
+/// How old each coin's figures are, whether or not they are still shown.
+fn encode_data_age(encoder: &mut DescriptorEncoder, snapshots: &[View], now_ms: i64) -> fmt::Result {
+    let ages = snapshots.iter().flat_map(|view| {
+        view.snapshot.fetched_at_ms.iter().map(move |(coin, at)| {
+            ((vec![("account", view.name)], [("coin_id", coin.to_string())]), (now_ms - at) as f64 / 1000.0)
+        })
+    });
+    write_family(
+        encoder,
+        "capi_data_age_seconds",
+        "Time since the account's figures for this coin were last fetched; beyond --data.max-age they are withdrawn from /metrics",
+        MetricType::Gauge,
+        ages.collect(),
+    )
+}
+
+fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Result {
+    let accounts: Vec<_> = snapshots.iter().filter_map(|view| view.account().map(|a| (view.name, a))).collect();
     let rows: Vec<(Labels, &AccountFields)> =
         accounts.iter().map(|(name, a)| (vec![("account", *name)], &a.fields)).collect();
     write_record_fields(encoder, "capi_account", AccountFields::NUMERIC_FIELDS, &rows)?;
@@ -80,10 +122,10 @@ fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountS
         info.collect(),
     )?;
 
-    let versions = snapshots.iter().flat_map(|(name, s)| {
-        s.coins.iter().filter_map(move |(coin, info)| {
+    let versions = snapshots.iter().flat_map(|view| {
+        view.coins().filter_map(move |(coin, info)| {
             let version = decimal_to_f64(info.version?);
-            Some(((vec![("account", *name)], [("coin_id", coin.to_string())]), version))
+            Some(((vec![("account", view.name)], [("coin_id", coin.to_string())]), version))
         })
     });
     write_family(
@@ -195,14 +237,11 @@ fn encode_contract_settings(
     )
 }
 
-fn encode_collateral(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSnapshot)]) -> fmt::Result {
-    let rows: Vec<(Labels, &Collateral)> = snapshots
-        .iter()
-        .flat_map(|(name, s)| {
-            s.coins.values().flat_map(|info| info.collateral.iter()).map(move |c| (collateral_labels(name, c), c))
-        })
-        .collect();
-    write_record_fields(encoder, "capi_collateral", Collateral::NUMERIC_FIELDS, &rows)
+fn encode_collateral(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Result {
+    let rows = snapshots.iter().flat_map(|view| {
+        view.coins().flat_map(|(_, info)| info.collateral.iter()).map(move |c| (collateral_labels(view.name, c), c))
+    });
+    write_record_fields(encoder, "capi_collateral", Collateral::NUMERIC_FIELDS, &unique(rows))
 }
 
 fn collateral_labels<'a>(account: &'a str, c: &'a Collateral) -> Labels<'a> {
@@ -215,10 +254,10 @@ fn collateral_labels<'a>(account: &'a str, c: &'a Collateral) -> Labels<'a> {
     ]
 }
 
-fn encode_positions(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSnapshot)]) -> fmt::Result {
+fn encode_positions(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Result {
     let positions: Vec<(&str, &Position)> = snapshots
         .iter()
-        .flat_map(|(name, s)| s.coins.values().flat_map(|info| info.positions.iter()).map(move |p| (*name, p)))
+        .flat_map(|view| view.coins().flat_map(|(_, info)| info.positions.iter()).map(move |p| (view.name, p)))
         .collect();
     let rows = unique(positions.iter().map(|(name, p)| (position_labels(name, p), *p)));
     write_record_fields(encoder, "capi_position", Position::NUMERIC_FIELDS, &rows)?;
@@ -250,10 +289,10 @@ fn position_labels<'a>(account: &'a str, p: &'a Position) -> Labels<'a> {
     ]
 }
 
-fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSnapshot)]) -> fmt::Result {
-    let counts = snapshots.iter().flat_map(|(name, s)| {
-        s.counters.bills.iter().map(move |((coin, kind), n)| {
-            (vec![("account", *name), ("coin", coin.as_str()), ("business_type", kind.as_str())], *n as f64)
+fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Result {
+    let counts = snapshots.iter().flat_map(|view| {
+        view.snapshot.counters.bills.iter().map(move |((coin, kind), n)| {
+            (vec![("account", view.name), ("coin", coin.as_str()), ("business_type", kind.as_str())], *n as f64)
         })
     });
     write_family(
@@ -275,14 +314,14 @@ fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSna
             Flow::FillFee,
         ),
     ] {
-        let sums = snapshots.iter().flat_map(|(account, s)| {
+        let sums = snapshots.iter().flat_map(|view| {
             let sums = match pick {
-                Flow::Amount => &s.counters.amounts,
-                Flow::FillFee => &s.counters.fill_fees,
+                Flow::Amount => &view.snapshot.counters.amounts,
+                Flow::FillFee => &view.snapshot.counters.fill_fees,
             };
             sums.iter().map(move |((coin, kind, direction), sum)| {
                 let labels = vec![
-                    ("account", *account),
+                    ("account", view.name),
                     ("coin", coin.as_str()),
                     ("business_type", kind.as_str()),
                     ("direction", direction.as_str()),
@@ -292,12 +331,12 @@ fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSna
         });
         write_family(encoder, name, help, MetricType::Counter, sums.collect())?;
     }
-    let balances = snapshots.iter().flat_map(|(name, s)| {
-        s.counters
-            .balances
-            .iter()
-            .map(move |(coin, b)| (vec![("account", *name), ("coin", coin.as_str())], decimal_to_f64(b.balance)))
-    });
+    let balances =
+        snapshots.iter().flat_map(|view| {
+            view.snapshot.counters.balances.iter().map(move |(coin, b)| {
+                (vec![("account", view.name), ("coin", coin.as_str())], decimal_to_f64(b.balance))
+            })
+        });
     write_family(
         encoder,
         "capi_bill_balance",
@@ -305,7 +344,8 @@ fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSna
         MetricType::Gauge,
         balances.collect(),
     )?;
-    let truncated = snapshots.iter().map(|(name, s)| (vec![("account", *name)], s.counters.truncated_queries as f64));
+    let truncated =
+        snapshots.iter().map(|view| (vec![("account", view.name)], view.snapshot.counters.truncated_queries as f64));
     write_family(
         encoder,
         "capi_bill_pages_truncated",
@@ -313,7 +353,11 @@ fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[(&str, &AccountSna
         MetricType::Counter,
         truncated.collect(),
     )?;
-    let cursor = snapshots.iter().map(|(name, s)| (vec![("account", *name)], s.settled_through_ms as f64 / 1000.0));
+    // Absent until counting has started.
+    let cursor = snapshots
+        .iter()
+        .filter(|view| view.snapshot.settled_through_ms > 0)
+        .map(|view| (vec![("account", view.name)], view.snapshot.settled_through_ms as f64 / 1000.0));
     write_family(
         encoder,
         "capi_bill_cursor_timestamp_seconds",
@@ -419,11 +463,16 @@ mod tests {
         let position =
             Position { id: Some("7".into()), coin_id: Some("2".into()), size: Some(1.into()), ..Position::default() };
         let info = crate::api::model::AccountInfo { positions: vec![position], ..Default::default() };
-        let snapshot = AccountSnapshot { coins: [(1, info.clone()), (2, info)].into(), ..AccountSnapshot::default() };
+        let now = local_now_ms();
+        let snapshot = AccountSnapshot {
+            coins: [(1, info.clone()), (2, info)].into(),
+            fetched_at_ms: [(1, now), (2, now)].into(),
+            ..AccountSnapshot::default()
+        };
         let slot = AccountSlot::new("main");
         slot.publish(snapshot);
         let mut registry = prometheus_client::registry::Registry::default();
-        registry.register_collector(Box::new(SnapshotCollector::new(vec![slot])));
+        registry.register_collector(Box::new(SnapshotCollector::new(vec![slot], Duration::from_secs(60))));
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert_eq!(text.matches("capi_position_size{").count(), 1, "{text}");

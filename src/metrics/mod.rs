@@ -13,6 +13,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The Content-Type of [`Metrics::render`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -34,12 +35,13 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    pub fn new(slots: Vec<Arc<AccountSlot>>, exporter: &ExporterMetrics) -> Self {
+    /// `max_age`: figures fetched longer ago are withdrawn (their age stays visible).
+    pub fn new(slots: Vec<Arc<AccountSlot>>, exporter: &ExporterMetrics, max_age: Duration) -> Self {
         let mut registry = Registry::default();
         let build = Family::<BuildLabels, Gauge>::default();
         build.get_or_create(&BuildLabels { version: VERSION, revision: REVISION }).set(1);
         registry.register("capi_exporter_build_info", "The exporter's version and git revision; value 1", build);
-        registry.register_collector(Box::new(exposition::SnapshotCollector::new(slots)));
+        registry.register_collector(Box::new(exposition::SnapshotCollector::new(slots, max_age)));
         exporter.register(&mut registry);
         registry.register_collector(Box::new(process::ProcessCollector));
         Self { registry }

@@ -12,6 +12,8 @@ pub struct AccountSnapshot {
     /// The last good answer of the account query, per coin id. A coin whose query failed keeps
     /// its previous answer: `capi_up` and the request counters tell that it is old.
     pub coins: BTreeMap<u64, AccountInfo>,
+    /// When each coin's answer in `coins` was fetched (this machine's clock, ms).
+    pub fetched_at_ms: BTreeMap<u64, i64>,
     pub counters: BillCounters,
     /// Bills created at or before this millisecond are final in the counters.
     pub settled_through_ms: i64,
@@ -20,9 +22,18 @@ pub struct AccountSnapshot {
 }
 
 impl AccountSnapshot {
-    /// The account record, which every coin's answer repeats: taken from the lowest coin id.
-    pub fn account(&self) -> Option<&Account> {
-        self.coins.values().find_map(|info| info.account.as_ref())
+    /// The coins whose figures were fetched at `oldest_ms` or later: older figures are withdrawn
+    /// rather than served as if they were current.
+    pub fn fresh_coins(&self, oldest_ms: i64) -> impl Iterator<Item = (u64, &AccountInfo)> {
+        self.coins
+            .iter()
+            .filter(move |(coin, _)| self.fetched_at_ms.get(coin).is_some_and(|at| *at >= oldest_ms))
+            .map(|(coin, info)| (*coin, info))
+    }
+
+    /// The account record, which every coin's answer repeats: taken from the lowest fresh coin.
+    pub fn fresh_account(&self, oldest_ms: i64) -> Option<&Account> {
+        self.fresh_coins(oldest_ms).find_map(|(_, info)| info.account.as_ref())
     }
 }
 

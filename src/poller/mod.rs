@@ -3,27 +3,36 @@
 //! The exchange is rate-limited, so figures are fetched in the background at a fixed interval
 //! and `/metrics` serves the last snapshot; a scrape never calls the exchange.
 
+pub mod backoff;
+pub mod budget;
 pub mod counters;
 pub mod cursor;
+pub mod retry;
 pub mod state;
 
-use crate::api::client::{now_millis, MAX_PAGE};
+use crate::api::client::MAX_PAGE;
+use crate::api::clock::local_now_ms;
 use crate::api::model::AccountInfo;
 use crate::api::{Answer, ApiError, Client, Endpoint};
 use crate::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics};
+use backoff::{Backoff, Pace};
+use budget::AccountBudget;
 use counters::BillCounters;
 use cursor::BillCursor;
+use retry::{retry_after, Jitter};
 use state::StateStore;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
+use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 /// How one account is polled.
 #[derive(Debug, Clone)]
 pub struct PollSettings {
+    /// Start to start, when nothing slows the polls down.
     pub interval: Duration,
     /// How late a bill may become visible and still be counted.
     pub overlap: Duration,
@@ -33,17 +42,30 @@ pub struct PollSettings {
     pub bill_queries_per_poll: usize,
 }
 
+/// What is polled: one account's client, its coins, and its share of the weight budget.
+#[derive(Debug, Clone)]
+pub struct PolledAccount {
+    pub client: Client,
+    pub coin_ids: Vec<u64>,
+    pub budget: AccountBudget,
+}
+
 /// One account's polling loop and everything it keeps between polls.
 pub struct AccountPoller {
-    client: Client,
-    coin_ids: Vec<u64>,
+    account: PolledAccount,
     settings: PollSettings,
     slot: Arc<AccountSlot>,
     metrics: ExporterMetrics,
     store: Option<Arc<StateStore>>,
-    cursor: BillCursor,
+    /// `None` until the first bill scan of a fresh start: counting starts then, by the
+    /// exchange's clock as the first answers corrected it, not this machine's.
+    cursor: Option<BillCursor>,
     counters: BillCounters,
     coins: BTreeMap<u64, AccountInfo>,
+    /// When each coin's figures were last fetched (this machine's clock, ms).
+    fetched_at_ms: BTreeMap<u64, i64>,
+    backoff: Backoff,
+    jitter: Jitter,
     /// The failures of the previous poll and of this one, so that a lasting outage logs once,
     /// not at every poll.
     previous_failures: BTreeSet<String>,
@@ -53,23 +75,23 @@ pub struct AccountPoller {
 impl AccountPoller {
     /// Sets up an account, resuming its bill counting from the state file when it has an entry.
     pub fn new(
-        client: Client,
-        coin_ids: Vec<u64>,
+        account: PolledAccount,
         settings: PollSettings,
         slot: Arc<AccountSlot>,
         metrics: ExporterMetrics,
         store: Option<Arc<StateStore>>,
     ) -> Self {
-        let (cursor, counters) = starting_point(store.as_deref(), slot.name(), &settings);
+        let (cursor, counters) = restore(store.as_deref(), slot.name(), &settings);
         // Restored counters show at once, so a restart does not look like a counter reset.
         slot.publish(AccountSnapshot {
             counters: counters.clone(),
-            settled_through_ms: cursor.state().settled_through,
+            settled_through_ms: settled_through(cursor.as_ref()),
             ..AccountSnapshot::default()
         });
+        metrics.poll_interval(slot.name(), settings.interval);
+        let jitter = Jitter::new(local_now_ms() as u64 ^ slot.name().bytes().fold(0, |h, b| h * 31 + u64::from(b)));
         Self {
-            client,
-            coin_ids,
+            account,
             settings,
             slot,
             metrics,
@@ -77,64 +99,104 @@ impl AccountPoller {
             cursor,
             counters,
             coins: BTreeMap::new(),
+            fetched_at_ms: BTreeMap::new(),
+            backoff: Backoff::default(),
+            jitter,
             previous_failures: BTreeSet::new(),
             failures: BTreeSet::new(),
         }
     }
 
-    /// Polls every interval, after `start_delay`, until `shutdown` turns true. A poll in
-    /// progress is abandoned at shutdown: what the state file holds is always consistent.
+    /// Polls after `start_delay`, then one interval after each poll's start, or later when the
+    /// exchange rate-limits or rejects the key, until `shutdown` turns true. A poll in progress
+    /// is abandoned at shutdown: what the state file holds is always consistent.
     pub async fn run(mut self, start_delay: Duration, mut shutdown: watch::Receiver<bool>) {
-        let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + start_delay, self.settings.interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut next = Instant::now() + start_delay;
         loop {
             tokio::select! {
-                _ = ticker.tick() => {}
+                _ = tokio::time::sleep_until(next) => {}
                 _ = shutdown.wait_for(|stop| *stop) => return,
             }
-            tokio::select! {
-                _ = self.poll_once() => {}
+            let started = Instant::now();
+            let pace = tokio::select! {
+                pace = self.poll_once() => pace,
                 _ = shutdown.wait_for(|stop| *stop) => return,
+            };
+            let wait = self.backoff.next_wait(pace, self.settings.interval, self.jitter.next());
+            self.metrics.poll_backoff(self.slot.name(), wait.saturating_sub(self.settings.interval));
+            if wait > self.settings.interval {
+                debug!(account = self.slot.name(), wait_seconds = wait.as_secs_f64(), "slowing down the next poll");
             }
+            next = started + wait;
         }
     }
 
     /// One poll: the account query for every coin, then the new bills; then save and publish.
-    pub async fn poll_once(&mut self) {
+    /// Returns how the next poll should be paced.
+    pub async fn poll_once(&mut self) -> Pace {
+        let mut pace = Pace::Normal;
         let mut healthy = true;
-        for coin in self.coin_ids.clone() {
-            let result = self.observe(Endpoint::Account, self.client.account(coin)).await;
-            match result {
+        for coin in self.account.coin_ids.clone() {
+            let client = &self.account.client;
+            match self.request(Endpoint::Account, || client.account(coin)).await {
                 Ok(info) => {
                     self.coins.insert(coin, with_coin_id(info, coin));
+                    self.fetched_at_ms.insert(coin, local_now_ms());
                 }
-                Err(e) => healthy = self.note_failure(Endpoint::Account, &e),
+                Err(e) => {
+                    healthy = self.note_failure(Endpoint::Account, &e);
+                    pace = pace_after(&e);
+                }
+            }
+            if pace != Pace::Normal {
+                break; // the exchange asked us to stop, or refuses the key: no more requests now
             }
         }
-        healthy &= self.scan_bills().await;
+        if pace == Pace::Normal {
+            if let Err(e) = self.scan_bills().await {
+                healthy = self.note_failure(Endpoint::Bills, &e);
+                pace = pace_after(&e);
+            }
+        }
         if healthy && !self.previous_failures.is_empty() {
             info!(account = self.slot.name(), "polling the exchange works again");
         }
         self.previous_failures = std::mem::take(&mut self.failures);
         self.save_state().await;
+        self.metrics.clock_offset(self.account.client.clock().offset_ms());
         self.slot.publish(AccountSnapshot {
             coins: self.coins.clone(),
+            fetched_at_ms: self.fetched_at_ms.clone(),
             counters: self.counters.clone(),
-            settled_through_ms: self.cursor.state().settled_through,
+            settled_through_ms: settled_through(self.cursor.as_ref()),
             up: healthy,
         });
+        pace
     }
 
-    /// Makes the bill queries of this poll, at most the per-poll budget; false on a failure.
-    async fn scan_bills(&mut self) -> bool {
-        self.cursor.start_poll(now_millis());
+    /// Makes the bill queries of this poll, at most the per-poll limit.
+    async fn scan_bills(&mut self) -> Result<(), ApiError> {
+        let now_ms = self.account.client.clock().now_ms();
+        let mut cursor = self.cursor.take().unwrap_or_else(|| {
+            let count_from = now_ms - self.settings.backfill.as_millis() as i64;
+            BillCursor::new(count_from, self.settings.overlap.as_millis() as i64, MAX_PAGE)
+        });
+        cursor.start_poll(now_ms);
+        let scanned = self.scan_with(&mut cursor).await;
+        if cursor.pass_in_progress() {
+            self.metrics.scan_deferred(self.slot.name());
+            debug!(account = self.slot.name(), "bill scan stopped before its end; it resumes at the next poll");
+        }
+        self.cursor = Some(cursor);
+        scanned
+    }
+
+    async fn scan_with(&mut self, cursor: &mut BillCursor) -> Result<(), ApiError> {
         for _ in 0..self.settings.bill_queries_per_poll {
-            let Some(query) = self.cursor.next_query() else { return true };
-            let page = match self.observe(Endpoint::Bills, self.client.bills(&query)).await {
-                Ok(page) => page,
-                Err(e) => return self.note_failure(Endpoint::Bills, &e),
-            };
-            let accepted = self.cursor.accept(&page);
+            let Some(query) = cursor.next_query() else { break };
+            let client = &self.account.client;
+            let page = self.request(Endpoint::Bills, || client.bills(&query)).await?;
+            let accepted = cursor.accept(&page);
             for bill in &accepted.new_bills {
                 self.counters.count(bill);
             }
@@ -144,32 +206,40 @@ impl AccountPoller {
                     "more than a page of bills share one millisecond, business type, coin and symbol; the API cannot page further, so at least one bill was not counted");
             }
         }
-        if self.cursor.pass_in_progress() {
-            self.metrics.scan_deferred(self.slot.name());
-            debug!(
-                account = self.slot.name(),
-                "bill scan reached the per-poll query limit; it resumes at the next poll"
-            );
-        }
-        true
+        Ok(())
     }
 
-    /// Awaits one request and records its outcome, latency and decode problems.
-    async fn observe<T>(
-        &self,
-        endpoint: Endpoint,
-        request: impl Future<Output = Result<Answer<T>, ApiError>>,
-    ) -> Result<T, ApiError> {
-        let started = Instant::now();
-        let result = request.await;
-        self.metrics.request(self.slot.name(), endpoint, &result, started.elapsed());
-        let answer = result?;
+    /// Sends a request within the weight budget, retrying transient failures a bounded number
+    /// of times, and records every attempt's outcome, latency and decode problems.
+    async fn request<T, F, Fut>(&self, endpoint: Endpoint, send: F) -> Result<T, ApiError>
+    where
+        F: Fn() -> Fut,
+        Fut: Future<Output = Result<Answer<T>, ApiError>>,
+    {
+        let mut attempt = 0;
+        loop {
+            self.account.budget.acquire(endpoint).await;
+            let started = std::time::Instant::now();
+            let result = send().await;
+            self.metrics.request(self.slot.name(), endpoint, &result, started.elapsed());
+            let error = match result {
+                Ok(answer) => return Ok(self.keep_problems(endpoint, answer)),
+                Err(error) => error,
+            };
+            let Some(pause) = retry_after(&error, attempt, self.jitter.next()) else { return Err(error) };
+            debug!(account = self.slot.name(), endpoint = endpoint.as_str(), error = %error, attempt, "retrying within the poll");
+            tokio::time::sleep(pause).await;
+            attempt += 1;
+        }
+    }
+
+    fn keep_problems<T>(&self, endpoint: Endpoint, answer: Answer<T>) -> T {
         if !answer.problems.is_empty() {
             self.metrics.decode_problems(self.slot.name(), endpoint, &answer.problems);
             warn!(account = self.slot.name(), endpoint = endpoint.as_str(), problems = ?answer.problems,
                 "some fields of the answer could not be read; the rest was kept");
         }
-        Ok(answer.value)
+        answer.value
     }
 
     /// Logs a failed request, as a warning only when the previous poll did not fail the same
@@ -187,31 +257,44 @@ impl AccountPoller {
     }
 
     async fn save_state(&self) {
-        let Some(store) = &self.store else { return };
-        if let Err(e) = store.save(self.slot.name(), self.cursor.state(), &self.counters).await {
+        let (Some(store), Some(cursor)) = (&self.store, &self.cursor) else { return };
+        if let Err(e) = store.save(self.slot.name(), cursor.state(), &self.counters).await {
             self.metrics.state_error(self.slot.name());
             error!(account = self.slot.name(), error = %e, "cannot save the state file; a restart now would resume from the previous save and count the newer bills again from there");
         }
     }
 }
 
-/// Where an account's bill counting starts: its saved state, or now (less the backfill).
-fn starting_point(store: Option<&StateStore>, account: &str, settings: &PollSettings) -> (BillCursor, BillCounters) {
-    let overlap_ms = settings.overlap.as_millis() as i64;
+/// How a failure paces the next poll.
+fn pace_after(error: &ApiError) -> Pace {
+    match error {
+        ApiError::RateLimited { retry_after } => Pace::RateLimited { retry_after: *retry_after },
+        _ if error.outcome() == crate::api::Outcome::AuthError && !error.is_clock_skew() => Pace::AuthRejected,
+        _ => Pace::Normal,
+    }
+}
+
+/// An account's saved cursor and counters, if the state file has them.
+fn restore(store: Option<&StateStore>, account: &str, settings: &PollSettings) -> (Option<BillCursor>, BillCounters) {
     match store.map(|s| s.restore(account)) {
         Some(Ok(Some(restored))) => {
             let settled_through_ms = restored.cursor.settled_through;
             info!(account, settled_through_ms, "resuming bill counting from the state file");
-            (BillCursor::resume(restored.cursor, overlap_ms, MAX_PAGE), restored.counters)
+            let cursor = BillCursor::resume(restored.cursor, settings.overlap.as_millis() as i64, MAX_PAGE);
+            (Some(cursor), restored.counters)
         }
         failed_or_absent => {
             if let Some(Err(e)) = failed_or_absent {
                 error!(account, error = %e, "cannot resume bill counting from the state file; counting starts afresh from now");
             }
-            let count_from = now_millis() - settings.backfill.as_millis() as i64;
-            (BillCursor::new(count_from, overlap_ms, MAX_PAGE), BillCounters::default())
+            (None, BillCounters::default())
         }
     }
+}
+
+/// Bills created up to this time are final; before counting starts, nothing is.
+fn settled_through(cursor: Option<&BillCursor>) -> i64 {
+    cursor.map_or(0, |c| c.state().settled_through)
 }
 
 /// Records without a readable `coin_id` take the coin they were queried for, so that they keep

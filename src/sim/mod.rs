@@ -54,6 +54,9 @@ pub struct SimOptions {
     pub time_field: TimeField,
     /// `billId` as a JSON string (else a JSON integer). Default false.
     pub ids_as_strings: bool,
+    /// How far the exchange's clock is ahead of this machine's (negative: behind), for clock
+    /// skew: it checks timestamps and dates bills by its own clock. Default 0.
+    pub clock_offset_ms: i64,
 }
 
 impl Default for SimOptions {
@@ -66,6 +69,7 @@ impl Default for SimOptions {
             timestamp_window_ms: 30_000,
             time_field: TimeField::CtimeInt,
             ids_as_strings: false,
+            clock_offset_ms: 0,
         }
     }
 }
@@ -112,6 +116,21 @@ impl Credentials {
     }
 }
 
+/// A running server of the simulated exchange; dropping it leaves the server running.
+#[derive(Debug)]
+pub struct SimServer {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl SimServer {
+    /// Stops serving and waits until every connection is closed.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = self.task.await;
+    }
+}
+
 /// The simulated exchange. Cheap to clone; clones share one exchange.
 ///
 /// # Panics
@@ -154,7 +173,13 @@ impl SimExchange {
     }
 
     fn with_book<T>(&self, change: impl FnOnce(&mut Book, i64) -> T) -> T {
-        change(&mut self.lock().book, now_ms())
+        let now = self.now_ms();
+        change(&mut self.lock().book, now)
+    }
+
+    /// The exchange's clock, in milliseconds since the epoch.
+    fn now_ms(&self) -> i64 {
+        now_ms() + self.shared.options.clock_offset_ms
     }
 
     /// Adds an account: NORMAL status, settings for two contracts, 10000 of each coin, no
@@ -174,15 +199,33 @@ impl SimExchange {
     /// # Errors
     /// When the address cannot be bound.
     pub async fn start(&self, addr: SocketAddr) -> std::io::Result<(SocketAddr, JoinHandle<()>)> {
+        let (bound, server) = self.start_stoppable(addr).await?;
+        Ok((bound, server.task))
+    }
+
+    /// Like [`Self::start`], with a handle that stops the server as a restart or an outage
+    /// would: every connection closes, and until it is started again connections are refused.
+    /// The exchange's state stays as it is.
+    ///
+    /// # Errors
+    /// When the address cannot be bound.
+    pub async fn start_stoppable(&self, addr: SocketAddr) -> std::io::Result<(SocketAddr, SimServer)> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let bound = listener.local_addr()?;
         let router = self.router();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
-            if let Err(error) = axum::serve(listener, router).await {
+            // Dropping the handle without `stop` leaves the server running, as `start` wants.
+            let shutdown = async {
+                if stopped.await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            if let Err(error) = axum::serve(listener, router).with_graceful_shutdown(shutdown).await {
                 tracing::error!(%error, "simulated exchange stopped serving");
             }
         });
-        Ok((bound, task))
+        Ok((bound, SimServer { stop, task }))
     }
 
     /// Books a bill for the account of `api_key` (panics if there is none) and returns its id.

@@ -13,7 +13,7 @@ use axum::{Extension, Router};
 use super::auth::{authenticate, Incoming};
 use super::book::{Account, BillQuery};
 use super::reply::{Reply, BAD_PARAMETER};
-use super::{now_ms, Fault, SimExchange, SimOptions, State as SimState};
+use super::{Fault, SimExchange, SimOptions, State as SimState};
 
 /// How each request ended, as counted in [`RequestStats::by_outcome`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -137,7 +137,7 @@ async fn handle(
 
 impl SimExchange {
     fn answer(&self, endpoint: Endpoint, request: &Incoming, fault: Option<&Fault>) -> Reply {
-        let now_ms = now_ms();
+        let now_ms = self.now_ms();
         let options = &self.shared.options;
         let mut state = self.lock();
         let (reply, outcome) = match fault {
@@ -192,7 +192,7 @@ mod tests {
         let sim = SimExchange::new(SimOptions::default());
         let credentials = Credentials::generate(1);
         sim.add_account(credentials.clone(), &[2]);
-        let now = now_ms();
+        let now = sim.now_ms();
         let timestamp = now.to_string();
         let method = if endpoint == Endpoint::Account { Method::GET } else { Method::POST };
         let signature = sign(&credentials.secret, &timestamp, method.as_str(), endpoint.path(), query, body);

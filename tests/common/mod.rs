@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
-use capi_exporter::sim::{Credentials, SimExchange, SimOptions};
+use capi_exporter::sim::{Credentials, SimExchange, SimOptions, SimServer};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -18,6 +18,8 @@ pub struct Exchange {
     pub sim: SimExchange,
     pub url: String,
     pub credentials: Credentials,
+    address: SocketAddr,
+    server: Option<SimServer>,
 }
 
 impl Exchange {
@@ -26,19 +28,63 @@ impl Exchange {
         let sim = SimExchange::new(options);
         let credentials = Credentials::generate(7);
         sim.add_account(credentials.clone(), &[2]);
-        let (address, _server) = sim.start(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await.unwrap();
-        Self { sim, url: format!("http://{address}"), credentials }
+        let (address, server) = sim.start_stoppable(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))).await.unwrap();
+        Self { sim, url: format!("http://{address}"), credentials, address, server: Some(server) }
     }
 
     pub fn key(&self) -> &str {
         &self.credentials.api_key
     }
 
-    /// Adds a second account and returns its credentials.
+    /// Adds another account and returns its credentials.
     pub fn add_account(&self, seed: u64) -> Credentials {
         let credentials = Credentials::generate(seed);
         self.sim.add_account(credentials.clone(), &[2]);
         credentials
+    }
+
+    /// Stops serving, as an outage would: connections close, new ones are refused.
+    pub async fn stop(&mut self) {
+        if let Some(server) = self.server.take() {
+            server.stop().await;
+        }
+    }
+
+    /// Serves again on the same address, with the same state, as after a restart.
+    pub async fn restart(&mut self) {
+        self.stop().await;
+        let started = Instant::now();
+        loop {
+            match self.sim.start_stoppable(self.address).await {
+                Ok((_, server)) => break self.server = Some(server),
+                Err(error) => assert!(started.elapsed() < DEADLINE, "cannot serve on {} again: {error}", self.address),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// `count` more accounts (seeds from 100) in an accounts YAML file, and the environment
+    /// that holds their credentials; returns the file, the environment and the account keys.
+    pub fn accounts_file(&self, names: &[String]) -> (std::path::PathBuf, Vec<(String, String)>, Vec<String>) {
+        let mut yaml = String::from("accounts:\n");
+        let mut env = Vec::new();
+        let mut keys = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let credentials = self.add_account(100 + i as u64);
+            let var = name.replace(['-', '.'], "_").to_uppercase();
+            yaml.push_str(&format!(
+                "  - name: {name}\n    credentials:\n      api_key: {{env: {var}_KEY}}\n      secret: {{env: {var}_SECRET}}\n      passphrase: {{env: {var}_PASS}}\n"
+            ));
+            env.push((format!("{var}_KEY"), credentials.api_key.clone()));
+            env.push((format!("{var}_SECRET"), credentials.secret));
+            env.push((format!("{var}_PASS"), credentials.passphrase));
+            keys.push(credentials.api_key);
+        }
+        let dir = std::env::temp_dir().join(format!("capi-accounts-{}-{}", std::process::id(), names.len()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("accounts-{}.yml", names.first().map(String::as_str).unwrap_or("none")));
+        std::fs::write(&path, yaml).unwrap();
+        (path, env, keys)
     }
 }
 

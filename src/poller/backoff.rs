@@ -1,0 +1,93 @@
+//! How long to wait before the next poll, after a poll that failed. Pure: the caller supplies
+//! the jitter, so tests are exact.
+//!
+//! - Rate limited (429): the exchange asks to stop sending. Back off exponentially from 5 s to
+//!   5 minutes, or as long as its `Retry-After` says if that is longer, with jitter so that many
+//!   accounts do not return in step.
+//! - Rejected key (auth error): retrying cannot help until a person acts, so poll at a slowing
+//!   pace (twice, four times... the interval, up to 15 minutes) rather than hammering.
+//! - Anything else (5xx, timeouts, broken answers): already retried within the poll; the next
+//!   poll comes at the normal interval.
+
+use std::time::Duration;
+
+const RATE_LIMIT_FIRST: Duration = Duration::from_secs(5);
+const RATE_LIMIT_MAX: Duration = Duration::from_secs(300);
+const AUTH_MAX: Duration = Duration::from_secs(900);
+
+/// What the last poll ended in, as far as pacing is concerned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pace {
+    Normal,
+    RateLimited { retry_after: Option<Duration> },
+    AuthRejected,
+}
+
+/// Consecutive polls that ended the same troubled way.
+#[derive(Debug, Default)]
+pub struct Backoff {
+    streak: u32,
+    last: Option<Pace>,
+}
+
+impl Backoff {
+    /// The wait before the next poll, beyond which the poll interval is not enough. `jitter` is
+    /// a number in 0..1 that spreads the wait by up to ±20%.
+    pub fn next_wait(&mut self, pace: Pace, interval: Duration, jitter: f64) -> Duration {
+        let same_trouble = matches!(
+            (self.last, pace),
+            (Some(Pace::RateLimited { .. }), Pace::RateLimited { .. }) | (Some(Pace::AuthRejected), Pace::AuthRejected)
+        );
+        self.streak = if same_trouble { self.streak.saturating_add(1) } else { 0 };
+        self.last = Some(pace);
+        let doubled = |first: Duration, max: Duration| first.saturating_mul(1 << self.streak.min(16)).min(max);
+        match pace {
+            Pace::Normal => interval,
+            Pace::RateLimited { retry_after } => {
+                let backoff = doubled(RATE_LIMIT_FIRST, RATE_LIMIT_MAX).mul_f64(0.8 + 0.4 * jitter.clamp(0.0, 1.0));
+                backoff.max(retry_after.unwrap_or_default()).max(interval)
+            }
+            Pace::AuthRejected => doubled(interval.saturating_mul(2), AUTH_MAX).max(interval),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FIFTEEN: Duration = Duration::from_secs(15);
+
+    #[test]
+    fn a_healthy_poll_waits_the_interval() {
+        assert_eq!(Backoff::default().next_wait(Pace::Normal, FIFTEEN, 0.5), FIFTEEN);
+    }
+
+    #[test]
+    fn rate_limits_back_off_exponentially_up_to_five_minutes_and_reset() {
+        let mut backoff = Backoff::default();
+        let limited = Pace::RateLimited { retry_after: None };
+        let waits: Vec<u64> =
+            (0..9).map(|_| backoff.next_wait(limited, Duration::from_secs(1), 0.5).as_secs()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(backoff.next_wait(Pace::Normal, FIFTEEN, 0.5), FIFTEEN);
+        assert_eq!(backoff.next_wait(limited, Duration::from_secs(1), 0.5), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn jitter_spreads_the_wait_and_retry_after_wins_when_longer() {
+        let limited = Pace::RateLimited { retry_after: None };
+        assert_eq!(Backoff::default().next_wait(limited, Duration::from_secs(1), 0.0), Duration::from_secs(4));
+        assert_eq!(Backoff::default().next_wait(limited, Duration::from_secs(1), 1.0), Duration::from_secs(6));
+        let told = Pace::RateLimited { retry_after: Some(Duration::from_secs(42)) };
+        assert_eq!(Backoff::default().next_wait(told, Duration::from_secs(1), 0.5), Duration::from_secs(42));
+        assert_eq!(Backoff::default().next_wait(limited, FIFTEEN, 0.5), FIFTEEN, "never faster than the interval");
+    }
+
+    #[test]
+    fn a_rejected_key_slows_the_polls_to_a_quarter_hour() {
+        let mut backoff = Backoff::default();
+        let waits: Vec<u64> = (0..7).map(|_| backoff.next_wait(Pace::AuthRejected, FIFTEEN, 0.5).as_secs()).collect();
+        assert_eq!(waits, [30, 60, 120, 240, 480, 900, 900]);
+    }
+}
