@@ -1,0 +1,402 @@
+//! The bodies of the fuzz targets, one `pub fn <target>(data: &[u8])` each.
+//!
+//! Shared by the fuzz crate (`fuzz/fuzz_targets/<target>.rs`, run by libFuzzer) and by the main
+//! crate's `tests/fuzz_regressions.rs`, which replays the committed inputs through exactly these
+//! functions on stable Rust. Only the crate's public API and serde_json are used. Every target
+//! asserts invariants, not only the absence of panics: a failed assertion is a finding.
+
+use capi_exporter::api::model::{decode_account_info, decode_bill_page, BillPage};
+use capi_exporter::config::parse_accounts;
+use capi_exporter::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics, Metrics};
+use capi_exporter::poller::cursor::BillCursor;
+use capi_exporter::poller::state::StateStore;
+use capi_exporter::web::WebConfig;
+use serde_json::Value;
+use std::collections::{BTreeSet, HashSet};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// When the bill cursor's pass starts, how late a bill may appear, and the page size.
+const NOW_MS: i64 = 1_000_000;
+const OVERLAP_MS: i64 = 60_000;
+const PAGE_SIZE: u32 = 100;
+/// How many queries of one pass the fuzzed page answers at most (each may split again).
+const MAX_QUERIES: usize = 200;
+/// A realistic wall clock for a cursor resumed from a state file (2030-03-17).
+const WALL_CLOCK_MS: i64 = 1_900_000_000_000;
+/// What the environment holds for every credential variable of the accounts file.
+const SECRET: &str = "fuzz-secret-5e1f";
+
+/// A bill page: decoded leniently, then fed to a fresh bill cursor as the answer to every query
+/// of its pass. Invariants: a bill is returned as new at most once, across queries, passes and
+/// a restart from the cursor's state; exactly the distinct ids created at or after the start of
+/// counting are new; queries stay inside the pass's window; ids are normalized.
+pub fn bill_page(data: &[u8]) {
+    let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
+    let mut problems = Vec::new();
+    let decoded = decode_bill_page(&value, &mut problems);
+    let has_items = value.is_object() && value["items"].is_array();
+    assert_eq!(decoded.is_ok(), has_items, "a bill answer decodes iff it is an object with an items array");
+    let Ok(page) = decoded else { return };
+    assert!(page.items.len() <= value["items"].as_array().map_or(0, Vec::len), "more bills than items");
+    for bill in &page.items {
+        assert_eq!(bill.id, bill.id.trim(), "bill id not trimmed");
+        let digits = bill.id.len() > 1 && bill.id.bytes().all(|b| b.is_ascii_digit());
+        assert!(!(digits && bill.id.starts_with('0')), "numeric bill id {:?} keeps a leading zero", bill.id);
+    }
+
+    let mut cursor = BillCursor::new(0, OVERLAP_MS, PAGE_SIZE);
+    cursor.start_poll(NOW_MS);
+    let first = cursor.next_query().expect("a fresh cursor has a query to make");
+    assert_eq!((first.start_time, first.end_time, first.limit), (-1, NOW_MS + 1, PAGE_SIZE));
+    assert!(first.business_type.is_none() && first.coin.is_none() && first.symbol.is_none());
+
+    let accepted = cursor.accept(&page);
+    assert!(!accepted.truncated, "a window of many milliseconds can always be split");
+    let mut counted = HashSet::new();
+    let mut position = 0;
+    for bill in &accepted.new_bills {
+        assert!(bill.ctime_ms > -1, "bill {:?} created at {} ms, before counting began", bill.id, bill.ctime_ms);
+        assert!(counted.insert(bill.id.as_str()), "bill {:?} returned as new twice", bill.id);
+        // New bills come in the page's order, as they are on it.
+        let offset = page.items[position..].iter().position(|b| b == bill).expect("a new bill not on the page");
+        position += offset + 1;
+    }
+    let expected: HashSet<&str> = page.items.iter().filter(|b| b.ctime_ms > -1).map(|b| b.id.as_str()).collect();
+    assert_eq!(counted, expected, "the new bills are not exactly the distinct ids created since counting began");
+    check_seen(&cursor);
+    if page.has_next_page {
+        assert!(cursor.pass_in_progress(), "a full answer must be split, not end the pass");
+    } else {
+        assert!(!cursor.pass_in_progress(), "the pass's only query was answered");
+        assert_eq!(cursor.state().settled_through, NOW_MS - OVERLAP_MS);
+    }
+
+    // The same page answers every further query of the pass: nothing is new any more.
+    for _ in 0..MAX_QUERIES {
+        let Some(query) = cursor.next_query() else { break };
+        assert!(-1 <= query.start_time && query.start_time <= query.end_time && query.end_time <= NOW_MS + 1);
+        assert_eq!(query.limit, PAGE_SIZE);
+        assert!(query.coin.is_none() || query.business_type.is_some(), "a coin split below a type split");
+        assert!(query.symbol.is_none() || query.coin.is_some(), "a symbol split below a coin split");
+        let again = cursor.accept(&page);
+        assert_eq!(again.new_bills, Vec::new(), "bills counted twice within a pass");
+        assert!(!again.truncated || query.end_time - query.start_time <= 2, "truncated a window wider than 1 ms");
+        check_seen(&cursor);
+    }
+    if !cursor.pass_in_progress() {
+        assert_eq!(cursor.state().settled_through, NOW_MS - OVERLAP_MS);
+        // The next poll sees the same bills again.
+        cursor.start_poll(NOW_MS + OVERLAP_MS);
+        answer_once_expecting_nothing_new(&mut cursor, &page, "at the next poll");
+    }
+    // A restart from the saved cursor state counts none of them again.
+    let mut resumed = BillCursor::resume(cursor.state().clone(), OVERLAP_MS, PAGE_SIZE);
+    resumed.start_poll(NOW_MS + OVERLAP_MS);
+    answer_once_expecting_nothing_new(&mut resumed, &page, "after a restart");
+}
+
+/// The ids kept for deduplication are only those of the unsettled window.
+fn check_seen(cursor: &BillCursor) {
+    let state = cursor.state();
+    let stale = state.seen.iter().find(|(_, ctime)| **ctime <= state.settled_through);
+    assert!(stale.is_none(), "id {stale:?} kept although settled through {}", state.settled_through);
+}
+
+fn answer_once_expecting_nothing_new(cursor: &mut BillCursor, page: &BillPage, when: &str) {
+    if cursor.next_query().is_some() {
+        let accepted = cursor.accept(page);
+        assert_eq!(accepted.new_bills, Vec::new(), "bills counted twice {when}");
+    }
+}
+
+/// An account answer: decoded leniently, published for an account, rendered. Invariants: only a
+/// non-object fails as a whole; the exposition is well-formed OpenMetrics (see
+/// [`check_exposition`]) and shows the account up.
+pub fn account_info(data: &[u8]) {
+    let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
+    let mut problems = Vec::new();
+    let decoded = decode_account_info(&value, &mut problems);
+    assert_eq!(decoded.is_ok(), value.is_object(), "only a body that is not a JSON object fails as a whole");
+    let Ok(info) = decoded else { return };
+    let has_account = info.account.is_some();
+    let slot = AccountSlot::new("fuzz");
+    let fetched_at_ms = [(2, local_now_ms())].into();
+    slot.publish(AccountSnapshot { coins: [(2, info)].into(), fetched_at_ms, up: true, ..Default::default() });
+    let text = render(vec![slot]);
+    let samples = check_exposition(&text);
+    assert!(samples.iter().any(|(series, value)| series == "capi_up{account=\"fuzz\"}" && *value == 1.0), "{text}");
+    let shown = samples.iter().any(|(series, _)| series.starts_with("capi_account_info{account=\"fuzz\","));
+    assert_eq!(shown, has_account, "a fresh account record must be shown, and only one that exists");
+}
+
+/// The accounts file: parsed and validated. Invariants: at least one account; names unique,
+/// 1 to 64 of `[A-Za-z0-9._-]`; coin ids and credentials non-empty; every error names the file;
+/// no secret in `Debug` output or error messages.
+pub fn accounts_yaml(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    // `file:` credentials are read for real: keep away from device and kernel files, which can
+    // block or never end (/dev/stdin, /dev/zero, /proc/kmsg).
+    let lower = text.to_ascii_lowercase();
+    if ["dev", "proc", "sys"].iter().any(|p| lower.contains(p)) {
+        return;
+    }
+    let result = parse_accounts(Path::new("fuzz.yml"), text, &[2], &|_| Some(SECRET.into()));
+    let accounts = match result {
+        Ok(accounts) => accounts,
+        Err(error) => {
+            let message = error.to_string();
+            assert!(message.contains("fuzz.yml"), "error does not name the file: {message}");
+            assert!(text.contains(SECRET) || !message.contains(SECRET), "secret in an error: {message}");
+            return;
+        }
+    };
+    assert!(!accounts.is_empty(), "an accounts file with no account was accepted");
+    let mut names = BTreeSet::new();
+    for account in &accounts {
+        let name = &account.name;
+        let valid =
+            (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+        assert!(valid, "invalid account name {name:?} accepted");
+        assert!(names.insert(name.clone()), "account name {name:?} accepted twice");
+        assert!(!account.coin_ids.is_empty(), "account {name:?} has no coin id");
+        let c = &account.credentials;
+        for secret in [&c.api_key, &c.secret, &c.passphrase] {
+            assert!(!secret.expose().is_empty(), "account {name:?} has an empty credential");
+        }
+    }
+    let printed = format!("{accounts:?}");
+    assert!(text.contains(SECRET) || !printed.contains(SECRET), "secret in Debug output: {printed}");
+}
+
+/// A state file's content: parsed, every account restored, its cursor resumed and polled once,
+/// its counters rendered, as the exporter does at start. Invariants: names are sorted and unique;
+/// restoring is repeatable; every error names the file; queries have ordered bounds; the
+/// exposition is well-formed.
+pub fn state_file(data: &[u8]) {
+    let store = match StateStore::from_bytes(Path::new("fuzz.json"), data) {
+        Ok(store) => store,
+        Err(error) => {
+            assert!(error.to_string().contains("fuzz.json"), "error does not name the file: {error}");
+            return;
+        }
+    };
+    let names = store.accounts();
+    assert!(names.windows(2).all(|w| w[0] < w[1]), "account names not sorted and unique: {names:?}");
+    let mut slots = Vec::new();
+    for name in &names {
+        let restored = match store.restore(name) {
+            Ok(restored) => restored.expect("a listed account has an entry"),
+            Err(error) => {
+                assert!(error.to_string().contains("fuzz.json"), "error does not name the file: {error}");
+                assert!(store.restore(name).is_err(), "restoring {name:?} failed once only");
+                continue;
+            }
+        };
+        let again = store.restore(name).expect("restoring succeeded once");
+        assert_eq!(again.as_ref(), Some(&restored), "restoring {name:?} twice gave two answers");
+
+        let settled_through_ms = restored.cursor.settled_through;
+        let mut cursor = BillCursor::resume(restored.cursor, OVERLAP_MS, PAGE_SIZE);
+        cursor.start_poll(WALL_CLOCK_MS);
+        if let Some(query) = cursor.next_query() {
+            assert!(query.start_time <= query.end_time, "query bounds out of order: {query:?}");
+            assert!(query.end_time <= WALL_CLOCK_MS + 1, "query reaches into the future: {query:?}");
+        }
+        let slot = AccountSlot::new(name.as_str());
+        slot.publish(AccountSnapshot {
+            counters: restored.counters,
+            settled_through_ms,
+            up: true,
+            ..Default::default()
+        });
+        slots.push(slot);
+    }
+    let unlisted = ["", "fuzz-unlisted"].into_iter().find(|n| !names.iter().any(|name| name == n));
+    if let Some(unlisted) = unlisted {
+        assert!(matches!(store.restore(unlisted), Ok(None)), "an account without an entry must restore as none");
+    }
+    if !slots.is_empty() {
+        check_exposition(&render(slots));
+    }
+}
+
+/// A web configuration file (exporter-toolkit format): parsed and validated, reading no file.
+/// Invariants: the result names no file; parsing is deterministic; errors start with
+/// `web config`; and, for text that is also JSON (a subset of YAML, so the fuzzer's JSON-shaped
+/// inputs can be inspected with serde_json), basic auth is on iff users are listed, no password
+/// hash shows in `Debug` output or in an error, nor does an inline PEM key.
+pub fn web_config(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else { return };
+    let base_dir = Path::new("/nonexistent/fuzz-web");
+    let result = WebConfig::parse(text, base_dir);
+    let again = WebConfig::parse(text, base_dir);
+    assert_eq!(format!("{result:?}"), format!("{again:?}"), "parsing the same text twice differs");
+    let secrets = serde_json::from_str::<Value>(text).ok().map(|json| web_secrets(&json, base_dir));
+    let config = match result {
+        Ok(config) => config,
+        Err(error) => {
+            let message = error.to_string();
+            assert!(message.starts_with("web config: "), "unexpected error text: {message}");
+            for secret in secrets.iter().flat_map(|s| &s.hashes) {
+                assert!(!message.contains(secret.as_str()), "password hash in an error: {message}");
+            }
+            return;
+        }
+    };
+    assert_eq!(config.file(), None, "parsed text names a file");
+    let Some(secrets) = secrets else { return };
+    assert_eq!(config.basic_auth_enabled(), secrets.users > 0, "basic auth on iff users are listed");
+    let printed = format!("{config:?}");
+    for secret in secrets.hashes.iter().chain(&secrets.keys) {
+        assert!(!printed.contains(secret.as_str()), "secret {secret:?} in Debug output: {printed}");
+    }
+}
+
+/// What must stay secret in a JSON-shaped web configuration: password hashes (which contain
+/// `$`, never found in `Debug` structure) and inline PEM keys, leaving out any that also occur
+/// in another string of the file or in the base folder (those may show legitimately).
+struct WebSecrets {
+    users: usize,
+    hashes: Vec<String>,
+    keys: Vec<String>,
+}
+
+fn web_secrets(json: &Value, base_dir: &Path) -> WebSecrets {
+    let users = json.get("basic_auth_users").and_then(Value::as_object);
+    let hashes: Vec<&str> = users.into_iter().flatten().filter_map(|(_, hash)| hash.as_str()).collect();
+    let key = json.get("tls_server_config").and_then(|tls| tls.get("key")).and_then(Value::as_str);
+    let keys: Vec<&str> = key.filter(|key| key.contains("-----BEGIN")).into_iter().collect();
+    let mut others = vec![base_dir.display().to_string().to_lowercase()];
+    collect_strings(json, &mut others, &[hashes.as_slice(), keys.as_slice()].concat());
+    let secret = |candidate: &str| {
+        let lower = candidate.to_lowercase();
+        !candidate.is_empty() && !others.iter().any(|other| other.contains(&lower))
+    };
+    let keep = |candidates: &[&str]| candidates.iter().filter(|c| secret(c)).map(|c| c.to_string()).collect();
+    WebSecrets { users: users.map_or(0, |users| users.len()), hashes: keep(&hashes), keys: keep(&keys) }
+}
+
+/// Every key and string value of a JSON document, lowercased, except the `skip`ped values.
+fn collect_strings(json: &Value, into: &mut Vec<String>, skip: &[&str]) {
+    match json {
+        Value::String(text) if !skip.contains(&text.as_str()) => into.push(text.to_lowercase()),
+        Value::Array(items) => items.iter().for_each(|item| collect_strings(item, into, skip)),
+        Value::Object(map) => {
+            for (key, value) in map {
+                into.push(key.to_lowercase());
+                collect_strings(value, into, skip);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The exposition of these accounts, showing figures up to an hour old.
+fn render(slots: Vec<Arc<AccountSlot>>) -> String {
+    Metrics::new(slots, &ExporterMetrics::new(), Duration::from_secs(3600)).render()
+}
+
+fn local_now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// Checks an OpenMetrics exposition and returns its samples as (series, value): it ends with
+/// `# EOF\n` (its only `# EOF`); every other line is `# HELP`, `# TYPE`, `# UNIT` or a sample;
+/// families are declared once; label values are quoted and escaped; every value is a float,
+/// `NaN`, `+Inf` or `-Inf`; no series appears twice.
+fn check_exposition(text: &str) -> Vec<(String, f64)> {
+    let body = text.strip_suffix("# EOF\n").unwrap_or_else(|| panic!("exposition does not end with # EOF: {text}"));
+    let mut families = HashSet::new();
+    let mut series = HashSet::new();
+    let mut samples = Vec::new();
+    for line in body.lines() {
+        if let Some(comment) = line.strip_prefix("# ") {
+            let mut words = comment.splitn(3, ' ');
+            let (kind, name) = (words.next().unwrap_or(""), words.next().unwrap_or(""));
+            assert!(["HELP", "TYPE", "UNIT"].contains(&kind), "unexpected comment line {line:?}");
+            assert!(is_metric_name(name), "bad metric name in {line:?}");
+            if kind == "TYPE" {
+                assert!(families.insert(name.to_string()), "family {name} declared twice");
+            }
+            continue;
+        }
+        let (name, value) = parse_sample(line).unwrap_or_else(|e| panic!("bad sample line {line:?}: {e}\n{text}"));
+        assert!(series.insert(name.clone()), "series {name} appears twice");
+        samples.push((name, value));
+    }
+    samples
+}
+
+fn is_metric_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_' || c == ':')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+}
+
+/// Splits `name{label="value",...} value [timestamp]` into the series and its value.
+fn parse_sample(line: &str) -> Result<(String, f64), String> {
+    let name_end = line.find(['{', ' ']).ok_or("no value")?;
+    if !is_metric_name(&line[..name_end]) {
+        return Err("bad metric name".into());
+    }
+    let mut rest = &line[name_end..];
+    if let Some(labels) = rest.strip_prefix('{') {
+        rest = skip_labels(labels)?;
+    }
+    let series = &line[..line.len() - rest.len()];
+    let mut fields = rest.strip_prefix(' ').ok_or("no space before the value")?.split(' ');
+    let value = fields.next().unwrap_or("");
+    let parsed = match value {
+        "NaN" => f64::NAN,
+        "+Inf" => f64::INFINITY,
+        "-Inf" => f64::NEG_INFINITY,
+        _ if value.bytes().all(|b| b.is_ascii_digit() || b"+-.eE".contains(&b)) => {
+            value.parse().map_err(|_| format!("value {value:?} is not a float"))?
+        }
+        _ => return Err(format!("value {value:?} is not a float")),
+    };
+    if let Some(timestamp) = fields.next() {
+        timestamp.parse::<f64>().map_err(|_| format!("bad timestamp {timestamp:?}"))?;
+    }
+    if fields.next().is_some() {
+        return Err("text after the timestamp".into());
+    }
+    Ok((series.to_string(), parsed))
+}
+
+/// Skips `label="value",...}` and returns what follows the closing brace.
+fn skip_labels(mut rest: &str) -> Result<&str, String> {
+    let mut names = HashSet::new();
+    loop {
+        if let Some(after) = rest.strip_prefix('}') {
+            return Ok(after);
+        }
+        let equals = rest.find('=').ok_or("label without a value")?;
+        let name = &rest[..equals];
+        if !is_metric_name(name) || name.contains(':') {
+            return Err(format!("bad label name {name:?}"));
+        }
+        if !names.insert(name) {
+            return Err(format!("label {name} twice"));
+        }
+        let mut chars = rest[equals + 1..].strip_prefix('"').ok_or("label value not quoted")?.char_indices();
+        let end = loop {
+            match chars.next().ok_or("unterminated label value")? {
+                (_, '\\') => match chars.next() {
+                    Some((_, '\\' | '"' | 'n')) => {}
+                    other => return Err(format!("bad escape {other:?} in a label value")),
+                },
+                (i, '"') => break i,
+                _ => {}
+            }
+        };
+        rest = &rest[equals + 1..][1 + end + 1..];
+        if let Some(after) = rest.strip_prefix(',') {
+            rest = after;
+        } else if !rest.starts_with('}') {
+            return Err("labels not separated by commas".into());
+        }
+    }
+}
