@@ -9,6 +9,7 @@ use crate::poller::state::StateStore;
 use crate::poller::{AccountPoller, PollSettings, PolledAccount};
 use crate::server::{app, AppState};
 use crate::sim::{SimExchange, SimOptions};
+use crate::web;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,8 @@ pub enum RunError {
     Client(#[from] ApiError),
     #[error("the HTTP server stopped: {0}")]
     Serve(std::io::Error),
+    #[error(transparent)]
+    Web(#[from] crate::web::WebError),
 }
 
 /// How often the demo exchange generates activity.
@@ -74,7 +77,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         .await
         .map_err(|error| RunError::Listen { address: config.listen_address, error })?;
     let address = listener.local_addr().map_err(RunError::Serve)?;
-    info!(address = %address, path = %config.telemetry_path, accounts = pollers.len(), "serving metrics");
+    let web = config.web.config.as_ref();
+    info!(
+        address = %address,
+        path = %config.telemetry_path,
+        accounts = pollers.len(),
+        tls = web.is_some_and(|w| w.tls_enabled()),
+        basic_auth = web.is_some_and(|w| w.basic_auth_enabled()),
+        "serving metrics"
+    );
 
     let (stop, stopped) = watch::channel(false);
     let mut running = JoinSet::new();
@@ -86,13 +97,13 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     }
 
     let state = AppState { metrics, slots: slots.into(), telemetry_path: config.telemetry_path.clone() };
-    let served = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown).await;
+    let served = web::serve(listener, app(state), config.web.clone(), shutdown).await;
     let _ = stop.send(true);
     while running.join_next().await.is_some() {}
     if let Some(exchange) = demo {
         exchange.abort();
     }
-    served.map_err(RunError::Serve)?;
+    served?;
     info!("stopped");
     Ok(())
 }

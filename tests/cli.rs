@@ -79,3 +79,15 @@ async fn the_demo_needs_nothing_and_serves_live_figures() {
     assert_eq!(exporter.terminate().code(), Some(0));
     let _ = wait_exit;
 }
+
+#[test]
+fn a_web_config_with_a_missing_certificate_stops_it_with_one_line() {
+    let dir = std::env::temp_dir().join(format!("capi-cli-web-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let web = dir.join("web.yml");
+    std::fs::write(&web, "tls_server_config:\n  cert_file: nowhere.crt\n  key_file: nowhere.key\n").unwrap();
+    let (code, stderr) = run_to_exit(Exporter::command(&["--demo", "--web.config.file", web.to_str().unwrap()]));
+    assert_eq!(code, 1);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("web config") && stderr.contains("nowhere.crt"), "{stderr}");
+}

@@ -1,6 +1,8 @@
 //! The HTTP(S) serving layer end to end: certificates made here with rcgen, a web config file
 //! written to a temporary folder, `serve` on 127.0.0.1:0, and reqwest (rustls) as the client.
 
+mod common;
+
 use axum::routing::get;
 use axum::Router;
 use capi_exporter::web::{serve, WebConfig, WebError, WebSettings};
@@ -296,4 +298,29 @@ async fn serve_fails_at_start_when_the_certificate_is_gone() {
     let settings = WebSettings { config: Some(config), ..WebSettings::default() };
     let error = serve(listener, Router::new(), settings, std::future::pending()).await.unwrap_err();
     assert!(error.to_string().contains("tls_server_config.cert_file: cannot read server.crt"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_exporter_binary_serves_its_metrics_over_tls_with_basic_auth() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let hash = bcrypt::hash("wonderland", 4).unwrap();
+    let web_config = dir.write("web.yml", &format!("{TLS}basic_auth_users:\n  prometheus: '{hash}'\n"));
+    let mut command = common::Exporter::command(&["--demo", "--web.config.file", web_config.to_str().unwrap()]);
+    command.env("CAPI_POLL_INTERVAL", "1s");
+    let exporter = common::Exporter::spawn(command);
+    let url = format!("{}/metrics", exporter.url.replace("http://", "https://"));
+    let client = client(&pki, None);
+
+    let scraped = client.get(&url).basic_auth("prometheus", Some("wonderland")).send().await.unwrap();
+    assert_eq!(scraped.status(), StatusCode::OK);
+    let body = scraped.text().await.unwrap();
+    assert!(body.contains("capi_up{account=\"demo-1\"}") && body.ends_with("# EOF\n"), "{body}");
+
+    let refused = client.get(&url).basic_auth("prometheus", Some("guess")).send().await.unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    assert!(!refused.text().await.unwrap().contains("capi_up"));
+    assert!(reqwest::get(format!("{}/metrics", exporter.url)).await.is_err(), "plain HTTP to the TLS port");
+    let log = exporter.log();
+    assert!(log.contains("tls=true") && log.contains("basic_auth=true"), "{log}");
 }

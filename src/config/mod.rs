@@ -7,6 +7,7 @@ mod file;
 pub mod shard;
 
 use crate::api::{Credentials, Secret};
+use crate::web::{WebConfig, WebSettings};
 use clap::{Parser, ValueEnum};
 use duration::parse_duration;
 pub use file::parse_accounts;
@@ -18,7 +19,7 @@ use std::time::Duration;
 /// Looks up an environment variable; injected so that tests need not touch the real environment.
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 
-#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error("{0}")]
     Invalid(String),
@@ -30,6 +31,8 @@ pub enum ConfigError {
     UnreadableFile { what: String, path: PathBuf, reason: String },
     #[error("config file {path}: {reason}")]
     File { path: PathBuf, reason: String },
+    #[error("{0}")]
+    Web(#[from] crate::web::WebError),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -97,6 +100,15 @@ pub struct Cli {
     /// Address to serve /metrics on.
     #[arg(long = "web.listen-address", env = "CAPI_WEB_LISTEN_ADDRESS", default_value = "0.0.0.0:10127")]
     pub web_listen_address: String,
+    /// Web configuration file (TLS, basic auth) in the format of Prometheus's exporter-toolkit.
+    #[arg(long = "web.config.file", env = "CAPI_WEB_CONFIG_FILE")]
+    pub web_config_file: Option<PathBuf>,
+    /// Most scrapes served at once; more get 503 at once (0: no limit).
+    #[arg(long = "web.max-requests", env = "CAPI_WEB_MAX_REQUESTS", default_value_t = WebSettings::DEFAULT_MAX_REQUESTS)]
+    pub web_max_requests: usize,
+    /// Longest time to answer one HTTP request; slower ones get 503.
+    #[arg(long = "web.request-timeout", env = "CAPI_WEB_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    pub web_request_timeout: Duration,
     /// Path of the metrics endpoint.
     #[arg(long = "web.telemetry-path", env = "CAPI_WEB_TELEMETRY_PATH", default_value = "/metrics")]
     pub web_telemetry_path: String,
@@ -141,7 +153,7 @@ pub enum Accounts {
 }
 
 /// The validated configuration.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct Config {
     pub accounts: Accounts,
     pub timeout: Duration,
@@ -157,6 +169,7 @@ pub struct Config {
     pub state_file: Option<PathBuf>,
     pub listen_address: SocketAddr,
     pub telemetry_path: String,
+    pub web: WebSettings,
     pub shard: Shard,
 }
 
@@ -200,6 +213,12 @@ impl Config {
             state_file: cli.state_file.clone(),
             listen_address,
             telemetry_path: cli.web_telemetry_path.clone(),
+            web: WebSettings {
+                config: cli.web_config_file.as_deref().map(WebConfig::load).transpose()?,
+                max_requests: cli.web_max_requests,
+                request_timeout: cli.web_request_timeout,
+                ..WebSettings::default()
+            },
             shard,
         })
     }
