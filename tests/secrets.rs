@@ -63,3 +63,38 @@ async fn no_path_shows_a_credential() {
     assert!(stderr.contains("CAPI_API_PASSPHRASE"), "{stderr}");
     assert_hidden(&exchange.credentials, "a configuration error", &stderr);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn clock_skew_and_basic_auth_paths_show_no_secret_either() {
+    let exchange = Exchange::start(SimOptions { clock_offset_ms: 45_000, ..SimOptions::default() }).await;
+    let dir = std::env::temp_dir().join(format!("capi-secrets-web-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let password = "scrape-password-4711";
+    let hash = bcrypt::hash(password, 4).unwrap();
+    let web = dir.join("web.yml");
+    std::fs::write(&web, format!("basic_auth_users:\n  prometheus: '{hash}'\n")).unwrap();
+    let exporter = Exporter::start(&exchange, &["--log.level", "debug", "--web.config.file", web.to_str().unwrap()]);
+    let client = reqwest::Client::new();
+    let scrape = |password: &'static str| {
+        let request = client.get(format!("{}/metrics", exporter.url)).basic_auth("prometheus", Some(password));
+        async move { request.send().await.unwrap() }
+    };
+    let wrong = scrape("not-the-password-0815").await;
+    assert_eq!(wrong.status(), 401);
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    let text = loop {
+        let body = scrape(password).await.text().await.unwrap();
+        if body.contains("capi_clock_offset_seconds 4") || std::time::Instant::now() > deadline {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(text.contains("capi_clock_offset_seconds 4"), "the skew was not corrected:\n{text}");
+    let log = exporter.log();
+    assert!(log.contains("40008"), "the rejected timestamp is logged:\n{log}");
+    for hidden in [password, "not-the-password-0815", hash.as_str()] {
+        assert!(!log.contains(hidden) && !text.contains(hidden), "{hidden} leaked");
+    }
+    assert_hidden(&exchange.credentials, "the log of a skewed clock", &log);
+    assert_hidden(&exchange.credentials, "/metrics of a skewed clock", &text);
+}
