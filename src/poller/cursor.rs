@@ -100,7 +100,7 @@ impl BillCursor {
 
     /// Starts a pass up to `now_ms`, unless one is still in progress from an earlier poll.
     pub fn start_poll(&mut self, now_ms: i64) {
-        let start = self.state.settled_through + 1;
+        let start = self.state.settled_through.saturating_add(1);
         if self.pass.is_none() && start <= now_ms {
             let task = Task { start, end: now_ms, filter: Filter::All };
             self.pass = Some(Pass { started_at: now_ms, pending: vec![task] });
@@ -153,8 +153,8 @@ impl BillCursor {
 
     /// The bounds to send so the answer covers the task's window whatever the inclusiveness.
     fn sent_bounds(bounds: KnownBounds, task: &Task) -> (i64, i64) {
-        let start = if bounds.start_inclusive { task.start } else { task.start - 1 };
-        let end = if bounds.end_inclusive { task.end } else { task.end + 1 };
+        let start = if bounds.start_inclusive { task.start } else { task.start.saturating_sub(1) };
+        let end = if bounds.end_inclusive { task.end } else { task.end.saturating_add(1) };
         (start, end)
     }
 
@@ -174,7 +174,7 @@ impl BillCursor {
         if !pass.pending.is_empty() {
             return;
         }
-        let settled = self.state.settled_through.max(pass.started_at - self.overlap_ms);
+        let settled = self.state.settled_through.max(pass.started_at.saturating_sub(self.overlap_ms));
         self.state.settled_through = settled;
         self.state.seen.retain(|_, ctime| *ctime > settled);
         self.pass = None;
@@ -193,7 +193,7 @@ fn learn_bounds(known: KnownBounds, (start, end): (i64, i64), page: &BillPage) -
 /// `None` when no finer split exists.
 fn split(task: &Task, page: &BillPage) -> Option<Vec<Task>> {
     if task.start < task.end {
-        let middle = task.start + (task.end - task.start) / 2;
+        let middle = task.start + ((i128::from(task.end) - i128::from(task.start)) / 2) as i64;
         let later = Task { start: middle + 1, end: task.end, filter: task.filter.clone() };
         let earlier = Task { start: task.start, end: middle, filter: task.filter.clone() };
         return Some(vec![later, earlier]);

@@ -126,10 +126,12 @@ impl StateStore {
     pub fn restore(&self, account: &str) -> Result<Option<Restored>, StateError> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let Some(value) = entries.accounts.get(account) else { return Ok(None) };
-        let saved: SavedAccount = serde_json::from_value(value.clone()).map_err(|e| StateError::Corrupt {
+        let corrupt = |detail: String| StateError::Corrupt {
             path: self.path.clone(),
-            detail: format!("entry of account {account:?}: {e}"),
-        })?;
+            detail: format!("entry of account {account:?}: {detail}"),
+        };
+        let saved: SavedAccount = serde_json::from_value(value.clone()).map_err(|e| corrupt(e.to_string()))?;
+        saved.check_times().map_err(corrupt)?;
         Ok(Some(saved.into_restored()))
     }
 
@@ -204,7 +206,19 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     std::fs::File::open(folder).and_then(|f| f.sync_all()).map_err(fail)
 }
 
+/// Times a saved cursor can hold: from the epoch to the year 2100. Anything else is not a time
+/// this exporter wrote, and would make the cursor's arithmetic meaningless.
+const PLAUSIBLE_MS: std::ops::RangeInclusive<i64> = 0..=4_102_444_800_000;
+
 impl SavedAccount {
+    fn check_times(&self) -> Result<(), String> {
+        let times = std::iter::once(self.settled_through).chain(self.seen.values().copied());
+        match times.into_iter().find(|t| !PLAUSIBLE_MS.contains(t)) {
+            Some(bad) => Err(format!("time {bad} is not a plausible time in milliseconds")),
+            None => Ok(()),
+        }
+    }
+
     fn new(cursor: &CursorState, counters: &BillCounters) -> Self {
         let flows = |sums: &BTreeMap<super::counters::FlowKey, Decimal>| {
             sums.iter()
@@ -314,6 +328,18 @@ mod tests {
         let (cursor, counters) = sample();
         store.save("main", &cursor, &counters).await.unwrap();
         assert!(StateStore::open(&path).1.is_ok());
+    }
+
+    #[test]
+    fn implausible_times_make_an_entry_corrupt() {
+        for settled_through in [i64::MAX, i64::MIN, -1] {
+            let text = format!(
+                r#"{{"format":1,"accounts":{{"a":{{"amounts":[],"balances":{{}},"bills":[],"fill_fees":[],"seen":{{}},"settled_through":{settled_through},"truncated_queries":0}}}}}}"#
+            );
+            let store = StateStore::from_bytes(Path::new("s.json"), text.as_bytes()).unwrap();
+            let error = store.restore("a").unwrap_err().to_string();
+            assert!(error.contains("not a plausible time"), "{error}");
+        }
     }
 
     #[tokio::test]
