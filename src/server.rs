@@ -3,7 +3,7 @@
 
 use crate::metrics::{AccountSlot, Metrics, CONTENT_TYPE, REVISION, VERSION};
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -26,12 +26,51 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// Renders on a blocking thread: a large exposition must not hold up the pollers' tasks.
-async fn metrics(State(state): State<AppState>) -> Response {
+/// Compressed with gzip when the scraper accepts it, as Prometheus does.
+async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let metrics = state.metrics.clone();
-    match tokio::task::spawn_blocking(move || metrics.render()).await {
-        Ok(body) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response(),
+    let gzip = accepts_gzip(&headers);
+    let rendered = tokio::task::spawn_blocking(move || {
+        let text = metrics.render();
+        if gzip {
+            compress(text.as_bytes())
+        } else {
+            text.into_bytes()
+        }
+    });
+    match rendered.await {
+        Ok(body) if gzip => (
+            [
+                (header::CONTENT_TYPE, CONTENT_TYPE),
+                (header::CONTENT_ENCODING, "gzip"),
+                (header::VARY, "Accept-Encoding"),
+            ],
+            body,
+        )
+            .into_response(),
+        Ok(body) => ([(header::CONTENT_TYPE, CONTENT_TYPE), (header::VARY, "Accept-Encoding")], body).into_response(),
         Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering the metrics failed\n").into_response(),
     }
+}
+
+/// Whether `Accept-Encoding` lists gzip (or `*`) with a non-zero weight.
+fn accepts_gzip(headers: &HeaderMap) -> bool {
+    let codings =
+        headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|v| v.to_str().ok()).flat_map(|v| v.split(','));
+    codings.into_iter().any(|coding| {
+        let mut parts = coding.split(';').map(str::trim);
+        let name = parts.next().unwrap_or_default();
+        let weighted = parts.filter_map(|p| p.strip_prefix("q=")).all(|q| q.parse::<f32>().map_or(true, |q| q > 0.0));
+        (name.eq_ignore_ascii_case("gzip") || name == "*") && weighted
+    })
+}
+
+/// Fast compression: scrapes repeat every few seconds, so speed matters more than the last byte.
+fn compress(bytes: &[u8]) -> Vec<u8> {
+    use std::io::Write as _;
+    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::fast());
+    encoder.write_all(bytes).expect("writing to a Vec cannot fail");
+    encoder.finish().expect("writing to a Vec cannot fail")
 }
 
 /// Ready once every account has had one fully successful poll.
@@ -57,4 +96,26 @@ async fn landing(State(state): State<AppState>) -> Html<String> {
 
 fn html_escape(text: &str) -> String {
     text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accept(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT_ENCODING, value.parse().unwrap());
+        headers
+    }
+
+    #[test]
+    fn gzip_is_used_when_accepted_and_not_refused() {
+        assert!(accepts_gzip(&accept("gzip")));
+        assert!(accepts_gzip(&accept("deflate, GZIP;q=0.5")));
+        assert!(accepts_gzip(&accept("*")));
+        assert!(!accepts_gzip(&accept("gzip;q=0")));
+        assert!(!accepts_gzip(&accept("gzip; q=0.000")));
+        assert!(!accepts_gzip(&accept("identity")));
+        assert!(!accepts_gzip(&HeaderMap::new()));
+    }
 }
