@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every test: the Rust unit, property and integration tests, the Prometheus rule unit tests,
-# the deployment file checks (Kubernetes schemas, systemd, compose, Dockerfile),
-# and the end-to-end test against real Prometheus and Alertmanager servers. Installs Debian's
-# prometheus and prometheus-alertmanager packages first when they are missing.
+# the end-to-end test against real Prometheus and Alertmanager servers, the deployment file checks
+# (Kubernetes schemas, systemd, compose, Dockerfile), bounded fuzzing of every parser
+# (FUZZ_SECONDS per target, 10 by default) and a bounded soak under scrape load (SOAK_SECONDS,
+# 30 by default). Installs Debian's prometheus and prometheus-alertmanager packages first when
+# they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -24,3 +26,5 @@ promtool check config deploy/prometheus/prometheus.yml
 amtool check-config deploy/alertmanager/alertmanager.yml
 python3 scripts/e2e.py --binary target/debug/capi_exporter
 bash scripts/check-deploy.sh
+FUZZ_SECONDS=${FUZZ_SECONDS:-10} bash scripts/fuzz.sh
+python3 scripts/soak.py --binary target/debug/capi_exporter --seconds "${SOAK_SECONDS:-30}"
