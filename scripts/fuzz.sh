@@ -2,7 +2,8 @@
 # Bounded fuzzing for CI: builds every fuzz target of fuzz/ with libFuzzer's instrumentation (the
 # flags cargo-fuzz uses, on stable Rust through RUSTC_BOOTSTRAP=1, no cargo-fuzz needed) and runs
 # each for FUZZ_SECONDS on a scratch copy of its seed corpus (fuzz/corpus/<target>/) plus its
-# committed crashes (fuzz/regressions/<target>/). The committed corpus never grows.
+# committed crashes (fuzz/regressions/<target>/), with its dictionary (fuzz/dicts/<target>.dict).
+# The committed corpus never grows.
 #
 #   scripts/fuzz.sh                      # every target, 20 s each
 #   FUZZ_SECONDS=300 scripts/fuzz.sh bill_page state_file
@@ -71,8 +72,9 @@ for target in "${targets[@]}"; do
     echo "fuzz: running $target for ${seconds} s on $seeds seed input(s)" >&2
     begin=$(date +%s.%N)
     status=0
-    "$binary" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout="$timeout" -print_final_stats=1 \
-        -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 || status=$?
+    options=(-max_total_time="$seconds" -rss_limit_mb=2048 -timeout="$timeout" -print_final_stats=1)
+    [ -f "fuzz/dicts/$target.dict" ] && options+=(-dict="fuzz/dicts/$target.dict")
+    "$binary" "${options[@]}" -artifact_prefix="$artifacts/" "$corpus" >"$log" 2>&1 || status=$?
     elapsed=$(awk -v begin="$begin" -v end="$(date +%s.%N)" 'BEGIN { printf "%.1f", end - begin }')
     executions=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
     entries=$(find "$corpus" -type f | wc -l)
