@@ -121,15 +121,24 @@ def labels_match(selector, labels):
     return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
 
 
+def single_operator_resource(docs, kind):
+    """The one resource of a Prometheus Operator kind, with its apiVersion and name checked."""
+    found = by_kind(docs, kind)
+    if len(found) != 1:
+        problem(f"expected one {kind}, found {len(found)}")
+        return None
+    resource = found[0]
+    if resource.get("apiVersion") != "monitoring.coreos.com/v1":
+        problem(f"{kind} apiVersion {resource.get('apiVersion')!r}, expected monitoring.coreos.com/v1")
+    if not resource.get("metadata", {}).get("name"):
+        problem(f"{kind} has no metadata.name")
+    return resource
+
+
 def check_servicemonitor(docs):
-    monitors = by_kind(docs, "ServiceMonitor")
-    if len(monitors) != 1:
-        return problem(f"expected one ServiceMonitor, found {len(monitors)}")
-    sm = monitors[0]
-    if sm.get("apiVersion") != "monitoring.coreos.com/v1":
-        problem(f"ServiceMonitor apiVersion {sm.get('apiVersion')!r}, expected monitoring.coreos.com/v1")
-    if not sm.get("metadata", {}).get("name"):
-        problem("ServiceMonitor has no metadata.name")
+    sm = single_operator_resource(docs, "ServiceMonitor")
+    if sm is None:
+        return
     spec = sm.get("spec") or {}
     selector = (spec.get("selector") or {}).get("matchLabels") or {}
     endpoints = spec.get("endpoints") or []
@@ -156,14 +165,9 @@ RULE_KEYS = {"record", "alert", "expr", "for", "keep_firing_for", "labels", "ann
 
 
 def check_prometheusrule(docs, rules_out):
-    rules = by_kind(docs, "PrometheusRule")
-    if len(rules) != 1:
-        return problem(f"expected one PrometheusRule, found {len(rules)}")
-    pr = rules[0]
-    if pr.get("apiVersion") != "monitoring.coreos.com/v1":
-        problem(f"PrometheusRule apiVersion {pr.get('apiVersion')!r}, expected monitoring.coreos.com/v1")
-    if not pr.get("metadata", {}).get("name"):
-        problem("PrometheusRule has no metadata.name")
+    pr = single_operator_resource(docs, "PrometheusRule")
+    if pr is None:
+        return
     spec = pr.get("spec") or {}
     if set(spec) != {"groups"}:
         problem(f"PrometheusRule spec must hold only groups, has {sorted(spec)}")
