@@ -2,7 +2,7 @@
 
 use super::clock::{local_now_ms, Clock};
 use super::credentials::Credentials;
-use super::error::{ApiError, CLOCK_SKEW_CODE};
+use super::error::ApiError;
 use super::fields::DecodeProblem;
 use super::model::{decode_account_info, decode_bill_page, AccountInfo, BillPage};
 use super::sign::sign;
@@ -117,10 +117,8 @@ impl Client {
     async fn send(&self, method: reqwest::Method, path: &str, query: &str, body: Vec<u8>) -> Result<Value, ApiError> {
         let sent_ms = local_now_ms();
         let result = self.send_signed(method, path, query, body).await;
-        if let Err(ApiError::Exchange { code, server_time_ms: Some(server_ms), .. }) = &result {
-            if code == CLOCK_SKEW_CODE {
-                self.clock.correct(*server_ms, sent_ms, local_now_ms());
-            }
+        if let Some(server_ms) = result.as_ref().err().and_then(ApiError::clock_skew_server_time) {
+            self.clock.correct(server_ms, sent_ms, local_now_ms());
         }
         result
     }

@@ -81,6 +81,14 @@ impl ApiError {
         self.exchange_code() == Some(CLOCK_SKEW_CODE)
     }
 
+    /// The exchange's clock when it rejected the timestamp, if it said: what corrects ours.
+    pub fn clock_skew_server_time(&self) -> Option<i64> {
+        match self {
+            ApiError::Exchange { server_time_ms, .. } if self.is_clock_skew() => *server_time_ms,
+            _ => None,
+        }
+    }
+
     /// The exchange's error code, when it gave one.
     pub fn exchange_code(&self) -> Option<&str> {
         match self {
