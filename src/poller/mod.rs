@@ -144,7 +144,8 @@ impl AccountPoller {
                     self.fetched_at_ms.insert(coin, local_now_ms());
                 }
                 Err(e) => {
-                    healthy = self.note_failure(Endpoint::Account, &e);
+                    self.note_failure(Endpoint::Account, &e);
+                    healthy = false;
                     pace = pace_after(&e);
                 }
             }
@@ -154,7 +155,8 @@ impl AccountPoller {
         }
         if pace == Pace::Normal {
             if let Err(e) = self.scan_bills().await {
-                healthy = self.note_failure(Endpoint::Bills, &e);
+                self.note_failure(Endpoint::Bills, &e);
+                healthy = false;
                 pace = pace_after(&e);
             }
         }
@@ -243,8 +245,8 @@ impl AccountPoller {
     }
 
     /// Logs a failed request, as a warning only when the previous poll did not fail the same
-    /// way; always returns false (not healthy).
-    fn note_failure(&mut self, endpoint: Endpoint, error: &ApiError) -> bool {
+    /// way.
+    fn note_failure(&mut self, endpoint: Endpoint, error: &ApiError) {
         let text = format!("{}: {error}", endpoint.as_str());
         if self.previous_failures.contains(&text) {
             debug!(account = self.slot.name(), endpoint = endpoint.as_str(), error = %error, "request to the exchange failed again");
@@ -253,7 +255,6 @@ impl AccountPoller {
                 "request to the exchange failed; the last good figures stay on /metrics and capi_up is 0");
         }
         self.failures.insert(text);
-        false
     }
 
     async fn save_state(&self) {
