@@ -60,17 +60,20 @@ impl<'a> View<'a> {
 
 impl Collector for SnapshotCollector {
     fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
-        let up = self.slots.iter().map(|slot| {
-            let up = slot.latest().is_some_and(|s| s.up);
-            (vec![("account", slot.name())], f64::from(u8::from(up)))
+        // One read of each slot, so that capi_up and the figures come from the same snapshot.
+        let latest: Vec<(&str, Option<Arc<AccountSnapshot>>)> =
+            self.slots.iter().map(|slot| (slot.name(), slot.latest())).collect();
+        let up = latest.iter().map(|(name, snapshot)| {
+            let up = snapshot.as_ref().is_some_and(|s| s.up);
+            (vec![("account", *name)], f64::from(u8::from(up)))
         });
         write_family(&mut encoder, "capi_up", UP_HELP, MetricType::Gauge, up.collect())?;
-        let snapshots: Vec<(&str, Arc<AccountSnapshot>)> =
-            self.slots.iter().filter_map(|slot| slot.latest().map(|s| (slot.name(), s))).collect();
+        let snapshots: Vec<(&str, &AccountSnapshot)> =
+            latest.iter().filter_map(|(name, snapshot)| snapshot.as_deref().map(|s| (*name, s))).collect();
         let now_ms = local_now_ms();
         let oldest_ms = now_ms - self.max_age.as_millis() as i64;
         let snapshots: Vec<View> =
-            snapshots.iter().map(|(name, snapshot)| View { name, snapshot, oldest_ms }).collect();
+            snapshots.into_iter().map(|(name, snapshot)| View { name, snapshot, oldest_ms }).collect();
         encode_data_age(&mut encoder, &snapshots, now_ms)?;
         encode_account(&mut encoder, &snapshots)?;
         encode_collateral(&mut encoder, &snapshots)?;
