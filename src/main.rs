@@ -16,28 +16,6 @@ async fn main() {
 
 async fn run(cli: &Cli) -> anyhow::Result<()> {
     let config = Config::from_cli(cli, &|name| std::env::var(name).ok()).context("invalid configuration")?;
-    capi_exporter::app::run(config, shutdown_signal()).await?;
+    capi_exporter::app::run(config, capi_exporter::app::shutdown_signal()).await?;
     Ok(())
-}
-
-/// Completes on Ctrl-C or SIGTERM.
-async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {}
-        _ = terminate => {}
-    }
 }

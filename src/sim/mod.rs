@@ -17,6 +17,7 @@ mod limits;
 mod records;
 mod reply;
 mod rng;
+pub mod scale;
 mod server;
 #[cfg(test)]
 mod tests;

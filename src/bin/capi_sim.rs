@@ -1,0 +1,74 @@
+//! `capi_sim`: the simulated exchange on its own, in scale mode, for load tests: many accounts,
+//! each with its own key, served until Ctrl-C or SIGTERM. Not part of the exporter.
+
+use anyhow::Context as _;
+use capi_exporter::config::duration::parse_duration;
+use capi_exporter::sim::scale::{populate, write_account_files, ScaleSpec};
+use capi_exporter::sim::{SimExchange, SimOptions};
+use clap::Parser;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Serves a simulated exchange with many accounts and writes the files a client needs to poll
+/// them: DIR/accounts.yml (the exporter's --config.file) and DIR/credentials.json.
+#[derive(Debug, Parser)]
+#[command(version)]
+struct SimCli {
+    /// Accounts to create, named acct-0001, acct-0002, ...
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    accounts: u32,
+    /// Coins each account holds.
+    #[arg(long = "coin-ids", default_value = "2", value_delimiter = ',')]
+    coin_ids: Vec<u64>,
+    /// Open positions per account, spread over the coins.
+    #[arg(long, default_value_t = 5)]
+    positions: u32,
+    /// Where to serve the exchange's API (port 0 picks a free one).
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// The folder to write accounts.yml, credentials.json and secrets/ into.
+    #[arg(long)]
+    out: PathBuf,
+    /// Account k gets the credentials of seed + k.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// IP and UID weight budget per 10 s, as the exchange enforces it; 0 for none.
+    #[arg(long = "weight-per-10s", default_value_t = 0)]
+    weight_per_10s: u32,
+    /// Make up trades, funding and transfers this often (e.g. 1s); none when absent.
+    #[arg(long = "activity-tick", value_parser = parse_duration)]
+    activity_tick: Option<Duration>,
+}
+
+#[tokio::main]
+async fn main() {
+    let cli = SimCli::parse();
+    if let Err(error) = run(cli).await {
+        eprintln!("capi_sim: error: {error:#}");
+        std::process::exit(1);
+    }
+}
+
+async fn run(cli: SimCli) -> anyhow::Result<()> {
+    anyhow::ensure!(!cli.coin_ids.is_empty(), "--coin-ids needs at least one coin id");
+    let options =
+        SimOptions { weight_per_10s: (cli.weight_per_10s > 0).then_some(cli.weight_per_10s), ..SimOptions::default() };
+    let exchange = SimExchange::new(options);
+    let spec = ScaleSpec { accounts: cli.accounts, coin_ids: cli.coin_ids, positions: cli.positions, seed: cli.seed };
+    let accounts = populate(&exchange, &spec);
+    write_account_files(&cli.out, &accounts)
+        .with_context(|| format!("cannot write the account files into {}", cli.out.display()))?;
+    let (address, server) = exchange
+        .start_stoppable(cli.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}; choose another --listen", cli.listen))?;
+    let activity = cli.activity_tick.map(|tick| exchange.spawn_activity(cli.seed, tick));
+    println!("capi_sim listening on http://{address} accounts={}", accounts.len());
+    capi_exporter::app::shutdown_signal().await;
+    if let Some(activity) = activity {
+        activity.abort();
+    }
+    server.stop().await;
+    Ok(())
+}
