@@ -25,32 +25,19 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Renders on a blocking thread: a large exposition must not hold up the pollers' tasks.
-/// Compressed with gzip when the scraper accepts it, as Prometheus does.
+/// Serves the latest rendering (see [`crate::metrics::rendered`]), compressed with gzip when the
+/// scraper accepts it, as Prometheus does.
 async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let metrics = state.metrics.clone();
-    let gzip = accepts_gzip(&headers);
-    let rendered = tokio::task::spawn_blocking(move || {
-        let text = metrics.render();
-        if gzip {
-            compress(text.as_bytes())
-        } else {
-            text.into_bytes()
-        }
-    });
-    match rendered.await {
-        Ok(body) if gzip => (
-            [
-                (header::CONTENT_TYPE, CONTENT_TYPE),
-                (header::CONTENT_ENCODING, "gzip"),
-                (header::VARY, "Accept-Encoding"),
-            ],
-            body,
-        )
-            .into_response(),
-        Ok(body) => ([(header::CONTENT_TYPE, CONTENT_TYPE), (header::VARY, "Accept-Encoding")], body).into_response(),
-        Err(_) => (StatusCode::INTERNAL_SERVER_ERROR, "rendering the metrics failed\n").into_response(),
+    let failed = || (StatusCode::INTERNAL_SERVER_ERROR, "rendering the metrics failed\n").into_response();
+    let Ok(rendered) = state.metrics.current().await else { return failed() };
+    if !accepts_gzip(&headers) {
+        return ([(header::CONTENT_TYPE, CONTENT_TYPE), (header::VARY, "Accept-Encoding")], rendered.plain())
+            .into_response();
     }
+    let Ok(body) = rendered.gzip().await else { return failed() };
+    let headers =
+        [(header::CONTENT_TYPE, CONTENT_TYPE), (header::CONTENT_ENCODING, "gzip"), (header::VARY, "Accept-Encoding")];
+    (headers, body).into_response()
 }
 
 /// Whether `Accept-Encoding` lists gzip (or `*`) with a non-zero weight.
@@ -63,14 +50,6 @@ fn accepts_gzip(headers: &HeaderMap) -> bool {
         let weighted = parts.filter_map(|p| p.strip_prefix("q=")).all(|q| q.parse::<f32>().map_or(true, |q| q > 0.0));
         (name.eq_ignore_ascii_case("gzip") || name == "*") && weighted
     })
-}
-
-/// Fast compression: scrapes repeat every few seconds, so speed matters more than the last byte.
-fn compress(bytes: &[u8]) -> Vec<u8> {
-    use std::io::Write as _;
-    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 4), flate2::Compression::fast());
-    encoder.write_all(bytes).expect("writing to a Vec cannot fail");
-    encoder.finish().expect("writing to a Vec cannot fail")
 }
 
 /// Ready once every account has had one fully successful poll.

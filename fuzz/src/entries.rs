@@ -295,7 +295,8 @@ fn collect_strings(json: &Value, into: &mut Vec<String>, skip: &[&str]) {
 
 /// The exposition of these accounts, showing figures up to an hour old.
 fn render(slots: Vec<Arc<AccountSlot>>) -> String {
-    Metrics::new(slots, &ExporterMetrics::new(), Duration::from_secs(3600)).render()
+    let text = Metrics::new(slots, &ExporterMetrics::new(), Duration::from_secs(3600)).render();
+    String::from_utf8(text).expect("the exposition is written from UTF-8 text only")
 }
 
 fn local_now_ms() -> i64 {

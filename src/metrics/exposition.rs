@@ -6,17 +6,12 @@
 //! the next poll.
 
 use super::snapshot::{AccountSlot, AccountSnapshot};
+use super::text::{Kind, TextWriter};
 use crate::api::clock::local_now_ms;
 use crate::api::fields::{decimal_to_f64, NumericField, Unit};
 use crate::api::model::{Account, AccountInfo};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
-use prometheus_client::metrics::MetricType;
 use std::collections::HashSet;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -29,12 +24,12 @@ const UP_HELP: &str = "Whether every request of the account's last poll succeede
 
 /// Renders every account's latest snapshot.
 #[derive(Debug)]
-pub struct SnapshotCollector {
+pub struct SnapshotExposition {
     slots: Vec<Arc<AccountSlot>>,
     max_age: Duration,
 }
 
-impl SnapshotCollector {
+impl SnapshotExposition {
     /// Figures older than `max_age` are withdrawn; their age stays visible.
     pub fn new(slots: Vec<Arc<AccountSlot>>, max_age: Duration) -> Self {
         Self { slots, max_age }
@@ -58,8 +53,9 @@ impl<'a> View<'a> {
     }
 }
 
-impl Collector for SnapshotCollector {
-    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+impl SnapshotExposition {
+    /// Writes the families of every account's latest snapshot.
+    pub fn write(&self, encoder: &mut TextWriter) {
         // One read of each slot, so that capi_up and the figures come from the same snapshot.
         let latest: Vec<(&str, Option<Arc<AccountSnapshot>>)> =
             self.slots.iter().map(|slot| (slot.name(), slot.latest())).collect();
@@ -67,42 +63,40 @@ impl Collector for SnapshotCollector {
             let up = snapshot.as_ref().is_some_and(|s| s.up);
             (vec![("account", *name)], f64::from(u8::from(up)))
         });
-        write_family(&mut encoder, "capi_up", UP_HELP, MetricType::Gauge, up.collect())?;
+        encoder.family("capi_up", UP_HELP, Kind::Gauge, up);
         let snapshots: Vec<(&str, &AccountSnapshot)> =
             latest.iter().filter_map(|(name, snapshot)| snapshot.as_deref().map(|s| (*name, s))).collect();
         let now_ms = local_now_ms();
         let oldest_ms = now_ms - self.max_age.as_millis() as i64;
         let snapshots: Vec<View> =
             snapshots.into_iter().map(|(name, snapshot)| View { name, snapshot, oldest_ms }).collect();
-        encode_data_age(&mut encoder, &snapshots, now_ms)?;
-        encode_account(&mut encoder, &snapshots)?;
-        encode_collateral(&mut encoder, &snapshots)?;
-        encode_positions(&mut encoder, &snapshots)?;
-        encode_bills(&mut encoder, &snapshots)
+        encode_data_age(encoder, &snapshots, now_ms);
+        encode_account(encoder, &snapshots);
+        encode_collateral(encoder, &snapshots);
+        encode_positions(encoder, &snapshots);
+        encode_bills(encoder, &snapshots);
     }
 }
 
 /// How old each coin's figures are, whether or not they are still shown.
-fn encode_data_age(encoder: &mut DescriptorEncoder, snapshots: &[View], now_ms: i64) -> fmt::Result {
+fn encode_data_age(encoder: &mut TextWriter, snapshots: &[View], now_ms: i64) {
     let ages = snapshots.iter().flat_map(|view| {
         view.snapshot.fetched_at_ms.iter().map(move |(coin, at)| {
             ((vec![("account", view.name)], [("coin_id", coin.to_string())]), (now_ms - at) as f64 / 1000.0)
         })
     });
-    write_family(
-        encoder,
-        "capi_data_age_seconds",
+    encoder.family("capi_data_age_seconds",
         "Time since the account's figures for this coin were last fetched; beyond --data.max-age they are withdrawn from /metrics",
-        MetricType::Gauge,
-        ages.collect(),
-    )
+        Kind::Gauge,
+        ages,
+    );
 }
 
-fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Result {
+fn encode_account(encoder: &mut TextWriter, snapshots: &[View]) {
     let accounts: Vec<_> = snapshots.iter().filter_map(|view| view.account().map(|a| (view.name, a))).collect();
     let rows: Vec<(Labels, &AccountFields)> =
         accounts.iter().map(|(name, a)| (vec![("account", *name)], &a.fields)).collect();
-    write_record_fields(encoder, "capi_account", AccountFields::NUMERIC_FIELDS, &rows)?;
+    write_record_fields(encoder, "capi_account", AccountFields::NUMERIC_FIELDS, &rows);
 
     let info = accounts.iter().map(|(name, a)| {
         let f = &a.fields;
@@ -117,13 +111,7 @@ fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::R
         ];
         (labels, 1.0)
     });
-    write_family(
-        encoder,
-        "capi_account_info",
-        "Text fields of the account record; value 1",
-        MetricType::Gauge,
-        info.collect(),
-    )?;
+    encoder.family("capi_account_info", "Text fields of the account record; value 1", Kind::Gauge, info);
 
     let versions = snapshots.iter().flat_map(|view| {
         view.coins().filter_map(move |(coin, info)| {
@@ -131,15 +119,9 @@ fn encode_account(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::R
             Some(((vec![("account", view.name)], [("coin_id", coin.to_string())]), version))
         })
     });
-    write_family(
-        encoder,
-        "capi_account_version",
-        "The account query's version value, per coin",
-        MetricType::Gauge,
-        versions.collect(),
-    )?;
+    encoder.family("capi_account_version", "The account query's version value, per coin", Kind::Gauge, versions);
 
-    encode_fee_settings(encoder, &accounts)?;
+    encode_fee_settings(encoder, &accounts);
     encode_contract_settings(encoder, &accounts)
 }
 
@@ -167,10 +149,7 @@ const FEE_GROUPS: [FeeGroup; 6] = [
 
 /// Per-contract fee settings as `capi_account_<group>{contract_id}` and the default setting,
 /// when present, as `capi_account_default_<group>`.
-fn encode_fee_settings(
-    encoder: &mut DescriptorEncoder,
-    accounts: &[(&str, &crate::api::model::Account)],
-) -> fmt::Result {
+fn encode_fee_settings(encoder: &mut TextWriter, accounts: &[(&str, &crate::api::model::Account)]) {
     for (suffix, help, label, members) in FEE_GROUPS {
         let members: Vec<_> =
             members.iter().map(|(value, field)| (*value, field_getter(FeeSetting::NUMERIC_FIELDS, field))).collect();
@@ -191,17 +170,13 @@ fn encode_fee_settings(
                     get(setting).map(|v| ((labels.as_slice(), extra), v))
                 })
             });
-            write_family(encoder, &format!("{prefix}{suffix}"), help, MetricType::Gauge, samples.collect())?;
+            encoder.family(&format!("{prefix}{suffix}"), help, Kind::Gauge, samples);
         }
     }
-    Ok(())
 }
 
 /// Leverage settings as one metric with a `kind` label, and mode settings as an info gauge.
-fn encode_contract_settings(
-    encoder: &mut DescriptorEncoder,
-    accounts: &[(&str, &crate::api::model::Account)],
-) -> fmt::Result {
+fn encode_contract_settings(encoder: &mut TextWriter, accounts: &[(&str, &crate::api::model::Account)]) {
     let leverage = accounts.iter().flat_map(|(name, a)| {
         a.leverage_settings.iter().flat_map(move |(contract, setting)| {
             LeverageSetting::NUMERIC_FIELDS.iter().filter_map(move |field| {
@@ -211,13 +186,12 @@ fn encode_contract_settings(
             })
         })
     });
-    write_family(
-        encoder,
+    encoder.family(
         "capi_account_leverage_setting",
         "Leverage setting per futures contract and kind",
-        MetricType::Gauge,
-        leverage.collect(),
-    )?;
+        Kind::Gauge,
+        leverage,
+    );
 
     let modes = accounts.iter().flat_map(|(name, a)| {
         a.mode_settings.iter().map(move |(contract, m)| {
@@ -231,16 +205,10 @@ fn encode_contract_settings(
             (labels, 1.0)
         })
     });
-    write_family(
-        encoder,
-        "capi_contract_mode_info",
-        "Mode settings per futures contract; value 1",
-        MetricType::Gauge,
-        modes.collect(),
-    )
+    encoder.family("capi_contract_mode_info", "Mode settings per futures contract; value 1", Kind::Gauge, modes);
 }
 
-fn encode_collateral(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Result {
+fn encode_collateral(encoder: &mut TextWriter, snapshots: &[View]) {
     let rows = snapshots.iter().flat_map(|view| {
         view.coins().flat_map(|(_, info)| info.collateral.iter()).map(move |c| (collateral_labels(view.name, c), c))
     });
@@ -257,13 +225,13 @@ fn collateral_labels<'a>(account: &'a str, c: &'a Collateral) -> Labels<'a> {
     ]
 }
 
-fn encode_positions(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Result {
+fn encode_positions(encoder: &mut TextWriter, snapshots: &[View]) {
     let positions: Vec<(&str, &Position)> = snapshots
         .iter()
         .flat_map(|view| view.coins().flat_map(|(_, info)| info.positions.iter()).map(move |p| (view.name, p)))
         .collect();
     let rows = unique(positions.iter().map(|(name, p)| (position_labels(name, p), *p)));
-    write_record_fields(encoder, "capi_position", Position::NUMERIC_FIELDS, &rows)?;
+    write_record_fields(encoder, "capi_position", Position::NUMERIC_FIELDS, &rows);
     let info = rows.iter().map(|(labels, p)| {
         let extra = vec![
             ("separated_mode", text(&p.separated_mode)),
@@ -272,13 +240,7 @@ fn encode_positions(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt:
         ];
         ((labels.as_slice(), extra), 1.0)
     });
-    write_family(
-        encoder,
-        "capi_position_info",
-        "Text fields of a position record; value 1",
-        MetricType::Gauge,
-        info.collect(),
-    )
+    encoder.family("capi_position_info", "Text fields of a position record; value 1", Kind::Gauge, info);
 }
 
 fn position_labels<'a>(account: &'a str, p: &'a Position) -> Labels<'a> {
@@ -292,19 +254,13 @@ fn position_labels<'a>(account: &'a str, p: &'a Position) -> Labels<'a> {
     ]
 }
 
-fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Result {
+fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
     let counts = snapshots.iter().flat_map(|view| {
         view.snapshot.counters.bills.iter().map(move |((coin, kind), n)| {
             (vec![("account", view.name), ("coin", coin.as_str()), ("business_type", kind.as_str())], *n as f64)
         })
     });
-    write_family(
-        encoder,
-        "capi_bills",
-        "Bills counted by coin and business type, each exactly once",
-        MetricType::Counter,
-        counts.collect(),
-    )?;
+    encoder.family("capi_bills", "Bills counted by coin and business type, each exactly once", Kind::Counter, counts);
     for (name, help, pick) in [
         (
             "capi_bill_amount",
@@ -332,7 +288,7 @@ fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Res
                 (labels, decimal_to_f64(*sum))
             })
         });
-        write_family(encoder, name, help, MetricType::Counter, sums.collect())?;
+        encoder.family(name, help, Kind::Counter, sums);
     }
     let balances =
         snapshots.iter().flat_map(|view| {
@@ -340,34 +296,25 @@ fn encode_bills(encoder: &mut DescriptorEncoder, snapshots: &[View]) -> fmt::Res
                 (vec![("account", view.name), ("coin", coin.as_str())], decimal_to_f64(b.balance))
             })
         });
-    write_family(
-        encoder,
-        "capi_bill_balance",
-        "Balance after the newest bill counted, per coin",
-        MetricType::Gauge,
-        balances.collect(),
-    )?;
+    encoder.family("capi_bill_balance", "Balance after the newest bill counted, per coin", Kind::Gauge, balances);
     let truncated =
         snapshots.iter().map(|view| (vec![("account", view.name)], view.snapshot.counters.truncated_queries as f64));
-    write_family(
-        encoder,
-        "capi_bill_pages_truncated",
+    encoder.family("capi_bill_pages_truncated",
         "Bill queries still full after splitting by time, business type, coin and symbol; each hid at least one bill that was not counted",
-        MetricType::Counter,
-        truncated.collect(),
-    )?;
+        Kind::Counter,
+        truncated,
+    );
     // Absent until counting has started.
     let cursor = snapshots
         .iter()
         .filter(|view| view.snapshot.settled_through_ms > 0)
         .map(|view| (vec![("account", view.name)], view.snapshot.settled_through_ms as f64 / 1000.0));
-    write_family(
-        encoder,
+    encoder.family(
         "capi_bill_cursor_timestamp_seconds",
         "Bills created up to this time are final in the bill counters; newer ones may still arrive late",
-        MetricType::Gauge,
-        cursor.collect(),
-    )
+        Kind::Gauge,
+        cursor,
+    );
 }
 
 #[derive(Clone, Copy)]
@@ -377,23 +324,11 @@ enum Flow {
 }
 
 /// One gauge per numeric field, over all rows.
-fn write_record_fields<R>(
-    encoder: &mut DescriptorEncoder,
-    prefix: &str,
-    fields: &[NumericField<R>],
-    rows: &[(Labels, &R)],
-) -> fmt::Result {
+fn write_record_fields<R>(encoder: &mut TextWriter, prefix: &str, fields: &[NumericField<R>], rows: &[(Labels, &R)]) {
     for field in fields {
         let samples = rows.iter().filter_map(|(labels, record)| (field.value)(record).map(|v| (labels.as_slice(), v)));
-        write_family(
-            encoder,
-            &metric_name(prefix, field.name, field.unit),
-            field.help,
-            MetricType::Gauge,
-            samples.collect(),
-        )?;
+        encoder.family(&metric_name(prefix, field.name, field.unit), field.help, Kind::Gauge, samples);
     }
-    Ok(())
 }
 
 /// Millisecond times become seconds: `updated_time` -> `updated_timestamp_seconds`,
@@ -404,28 +339,6 @@ pub fn metric_name(prefix: &str, field: &str, unit: Unit) -> String {
         Unit::DurationMillis => format!("{prefix}_{}_seconds", field.trim_end_matches("_milliseconds")),
         Unit::Plain | Unit::Boolean => format!("{prefix}_{field}"),
     }
-}
-
-/// Writes one metric family; a family with no samples is left out entirely.
-fn write_family<L: EncodeLabelSet>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    kind: MetricType,
-    samples: Vec<(L, f64)>,
-) -> fmt::Result {
-    if samples.is_empty() {
-        return Ok(());
-    }
-    let mut metric = encoder.encode_descriptor(name, help, None, kind)?;
-    for (labels, value) in &samples {
-        let family = metric.encode_family(labels)?;
-        match kind {
-            MetricType::Counter => ConstCounter::new(*value).encode(family)?,
-            _ => ConstGauge::new(*value).encode(family)?,
-        }
-    }
-    Ok(())
 }
 
 /// The rows with distinct label sets, the first of each. Two records with the same labels (the
@@ -474,10 +387,9 @@ mod tests {
         };
         let slot = AccountSlot::new("main");
         slot.publish(snapshot);
-        let mut registry = prometheus_client::registry::Registry::default();
-        registry.register_collector(Box::new(SnapshotCollector::new(vec![slot], Duration::from_secs(60))));
-        let mut text = String::new();
-        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        let mut writer = TextWriter::default();
+        SnapshotExposition::new(vec![slot], Duration::from_secs(60)).write(&mut writer);
+        let text = String::from_utf8(writer.into_bytes()).unwrap();
         assert_eq!(text.matches("capi_position_size{").count(), 1, "{text}");
     }
 

@@ -3,7 +3,7 @@
 use crate::api::model::{Account, AccountInfo};
 use crate::poller::counters::BillCounters;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 /// Everything `/metrics` shows about one account, as of its last poll.
@@ -37,6 +37,14 @@ impl AccountSnapshot {
     }
 }
 
+/// Snapshots published so far, by every slot of the process: a rendering that read this count
+/// before it began shows at least every snapshot counted in it.
+static PUBLICATIONS: AtomicU64 = AtomicU64::new(0);
+
+pub fn publications() -> u64 {
+    PUBLICATIONS.load(Ordering::SeqCst)
+}
+
 /// Where one account's poller publishes and the exposition reads.
 #[derive(Debug)]
 pub struct AccountSlot {
@@ -60,6 +68,7 @@ impl AccountSlot {
             self.ever_up.store(true, Ordering::Release);
         }
         *self.latest.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(snapshot));
+        PUBLICATIONS.fetch_add(1, Ordering::SeqCst);
     }
 
     pub fn latest(&self) -> Option<Arc<AccountSnapshot>> {

@@ -1,0 +1,179 @@
+//! Criterion benches of the exporter's hot paths: decoding the exchange's answers, counting
+//! bills, and rendering `/metrics`. Run `cargo bench --bench exporter`; `cargo test` runs each
+//! once, so they cannot rot.
+//!
+//! The inputs come from the simulated exchange in scale mode (the same accounts `capi_sim`
+//! serves): 2 coins and 5 positions per account, plus bills of 12 business types per coin.
+
+use capi_exporter::api::model::{decode_account_info, decode_bill_page, Bill, BillPage, BUSINESS_TYPES};
+use capi_exporter::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics, Metrics};
+use capi_exporter::poller::counters::BillCounters;
+use capi_exporter::poller::cursor::BillCursor;
+use capi_exporter::sim::scale::{populate, ScaleSpec};
+use capi_exporter::sim::{SimExchange, SimOptions};
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use rust_decimal::Decimal;
+use serde_json::{json, Value};
+use std::hint::black_box;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+const COINS: [u64; 2] = [1, 2];
+const COIN_NAMES: [&str; 2] = ["BTC", "USDT"];
+/// Business types each coin has bills of, as an active trading account would.
+const TYPES_PER_COIN: usize = 6;
+const NOW_MS: i64 = 1_760_000_000_000;
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+/// The account query's answer for one coin with its positions, as the exchange sends it.
+fn account_answer() -> Vec<u8> {
+    let exchange = SimExchange::new(SimOptions::default());
+    let account = populate(&exchange, &ScaleSpec { accounts: 1, coin_ids: COINS.to_vec(), positions: 5, seed: 1 });
+    serde_json::to_vec(&exchange.account_json(&account[0].credentials.api_key, 2)).unwrap()
+}
+
+/// A full bill page: 100 bills over the business types, ids above 2^53 as integers.
+fn bill_page_answer(first_id: u64) -> Vec<u8> {
+    let items: Vec<Value> = (0..100u64)
+        .map(|i| {
+            json!({
+                "billId": first_id + i, "coin": "USDT", "symbol": "cmt_btcusdt",
+                "amount": format!("-{}.25", i), "fillFee": "0.0125", "balance": format!("{}.5", 10_000 - i),
+                "businessType": BUSINESS_TYPES[i as usize % BUSINESS_TYPES.len()], "ctime": NOW_MS - 1_000 + i as i64,
+            })
+        })
+        .collect();
+    serde_json::to_vec(&json!({ "hasNextPage": false, "items": items })).unwrap()
+}
+
+fn decode_page(bytes: &[u8]) -> BillPage {
+    let body: Value = serde_json::from_slice(bytes).unwrap();
+    decode_bill_page(&body, &mut Vec::new()).unwrap()
+}
+
+fn decode(c: &mut Criterion) {
+    let mut group = c.benchmark_group("decode");
+    let account = account_answer();
+    group.throughput(Throughput::Bytes(account.len() as u64));
+    group.bench_function("account_answer", |b| {
+        b.iter(|| {
+            let body: Value = serde_json::from_slice(black_box(&account)).unwrap();
+            decode_account_info(&body, &mut Vec::new()).unwrap()
+        })
+    });
+    let page = bill_page_answer(686_960_019_383_517_338);
+    group.throughput(Throughput::Bytes(page.len() as u64));
+    group.bench_function("bill_page_100", |b| b.iter(|| decode_page(black_box(&page))));
+    group.finish();
+}
+
+/// One poll's bill work: a pass over the unsettled window answered by one page.
+fn count_page(cursor: &mut BillCursor, counters: &mut BillCounters, page: &BillPage) {
+    cursor.start_poll(NOW_MS);
+    while cursor.next_query().is_some() {
+        for bill in cursor.accept(page).new_bills {
+            counters.count(&bill);
+        }
+    }
+}
+
+fn bill_counting(c: &mut Criterion) {
+    let mut group = c.benchmark_group("bill_counting");
+    let page = decode_page(&bill_page_answer(686_960_019_383_517_338));
+    group.throughput(Throughput::Elements(page.items.len() as u64));
+    // 100 bills never seen: each is counted.
+    group.bench_function("new_page_100", |b| {
+        b.iter_batched(
+            || (BillCursor::new(NOW_MS - 60_000, 60_000, 100), BillCounters::default()),
+            |(mut cursor, mut counters)| {
+                count_page(&mut cursor, &mut counters, &page);
+                counters
+            },
+            criterion::BatchSize::SmallInput,
+        )
+    });
+    // The same 100 bills again, as every poll within --bills.overlap sees them: all skipped.
+    let mut cursor = BillCursor::new(NOW_MS - 60_000, 60_000, 100);
+    let mut counters = BillCounters::default();
+    count_page(&mut cursor, &mut counters, &page);
+    group.bench_function("seen_page_100", |b| {
+        b.iter(|| {
+            cursor.start_poll(NOW_MS);
+            while cursor.next_query().is_some() {
+                assert!(cursor.accept(&page).new_bills.is_empty());
+            }
+        })
+    });
+    group.finish();
+}
+
+/// Counters as an account trading on both coins has them.
+fn counters() -> BillCounters {
+    let mut counters = BillCounters::default();
+    for (coin_index, coin) in COIN_NAMES.iter().enumerate() {
+        for (i, kind) in BUSINESS_TYPES.iter().take(TYPES_PER_COIN).enumerate() {
+            let amount = Decimal::new(if i % 2 == 0 { 1250 } else { -1250 }, 2);
+            counters.count(&Bill {
+                id: format!("{coin_index}{i}"),
+                coin: (*coin).to_owned(),
+                symbol: "cmt_btcusdt".to_owned(),
+                business_type: (*kind).to_owned(),
+                amount: Some(amount),
+                balance: Some(Decimal::new(1_000_000, 2)),
+                fill_fee: Some(Decimal::new(-3, 2)),
+                ctime_ms: NOW_MS,
+            });
+        }
+    }
+    counters
+}
+
+/// `/metrics` of `accounts` accounts, each published as its poller would after a good poll.
+fn metrics_for(accounts: u32) -> Metrics {
+    let exchange = SimExchange::new(SimOptions::default());
+    let spec = ScaleSpec { accounts, coin_ids: COINS.to_vec(), positions: 5, seed: 1 };
+    let exporter = ExporterMetrics::new();
+    let counters = counters();
+    let slots = populate(&exchange, &spec)
+        .into_iter()
+        .map(|account| {
+            exporter.add_account(&account.name);
+            let coins = COINS.map(|coin| {
+                let body = exchange.account_json(&account.credentials.api_key, coin);
+                (coin, decode_account_info(&body, &mut Vec::new()).unwrap())
+            });
+            let slot = AccountSlot::new(account.name);
+            slot.publish(AccountSnapshot {
+                coins: coins.into(),
+                fetched_at_ms: COINS.map(|coin| (coin, now_ms())).into(),
+                counters: counters.clone(),
+                settled_through_ms: NOW_MS,
+                up: true,
+            });
+            slot
+        })
+        .collect();
+    Metrics::new(slots, &exporter, Duration::from_secs(3600))
+}
+
+fn series(text: &[u8]) -> u64 {
+    text.split(|&b| b == b'\n').filter(|line| !line.is_empty() && !line.starts_with(b"#")).count() as u64
+}
+
+fn render(c: &mut Criterion) {
+    let mut group = c.benchmark_group("render");
+    group.sample_size(20);
+    // About 1k, 10k and 200k series: the cost per series should stay flat.
+    for accounts in [4, 40, 1000] {
+        let metrics = metrics_for(accounts);
+        let series = series(&metrics.render());
+        group.throughput(Throughput::Elements(series));
+        group.bench_with_input(BenchmarkId::new("series", series), &metrics, |b, metrics| b.iter(|| metrics.render()));
+    }
+    group.finish();
+}
+
+criterion_group!(benches, decode, bill_counting, render);
+criterion_main!(benches);
