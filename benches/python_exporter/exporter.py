@@ -14,7 +14,8 @@ one labeled Gauge named as capi_exporter names it (millisecond times as `_timest
 per-contract fee and leverage settings become `capi_account_fee_setting_<field>` and
 `capi_account_leverage_setting_<field>{contract_id}`; plus `capi_up`. All live in
 prometheus_client's default registry, served by `start_http_server(port, addr="127.0.0.1")`.
-Series of records gone from an answer (a closed position) are removed after each full poll.
+Series of records gone from every answer (a closed position) are removed after each full poll
+(none after a poll in which a query failed).
 Bills are not queried or counted. Standard library plus prometheus_client only.
 
 It prints `listening on http://127.0.0.1:PORT` once its first full poll is done (`--port 0`

@@ -6,7 +6,7 @@
 //! the next poll.
 
 use super::snapshot::{AccountSlot, AccountSnapshot};
-use super::text::{Kind, TextWriter};
+use super::text::{Kind, RenderedLabels, TextWriter};
 use crate::api::clock::local_now_ms;
 use crate::api::fields::{decimal_to_f64, NumericField, Unit};
 use crate::api::model::{Account, AccountInfo};
@@ -94,8 +94,8 @@ fn encode_data_age(encoder: &mut TextWriter, snapshots: &[View], now_ms: i64) {
 
 fn encode_account(encoder: &mut TextWriter, snapshots: &[View]) {
     let accounts: Vec<_> = snapshots.iter().filter_map(|view| view.account().map(|a| (view.name, a))).collect();
-    let rows: Vec<(Labels, &AccountFields)> =
-        accounts.iter().map(|(name, a)| (vec![("account", *name)], &a.fields)).collect();
+    let rows: Vec<(RenderedLabels, &AccountFields)> =
+        accounts.iter().map(|(name, a)| (RenderedLabels::new(&[("account", *name)]), &a.fields)).collect();
     write_record_fields(encoder, "capi_account", AccountFields::NUMERIC_FIELDS, &rows);
 
     let info = accounts.iter().map(|(name, a)| {
@@ -212,17 +212,17 @@ fn encode_collateral(encoder: &mut TextWriter, snapshots: &[View]) {
     let rows = snapshots.iter().flat_map(|view| {
         view.coins().flat_map(|(_, info)| info.collateral.iter()).map(move |c| (collateral_labels(view.name, c), c))
     });
-    write_record_fields(encoder, "capi_collateral", Collateral::NUMERIC_FIELDS, &unique(rows))
+    write_record_fields(encoder, "capi_collateral", Collateral::NUMERIC_FIELDS, &unique(rows.collect()))
 }
 
-fn collateral_labels<'a>(account: &'a str, c: &'a Collateral) -> Labels<'a> {
-    vec![
+fn collateral_labels(account: &str, c: &Collateral) -> RenderedLabels {
+    RenderedLabels::new(&[
         ("account", account),
         ("coin_id", text(&c.coin_id)),
         ("margin_mode", text(&c.margin_mode)),
         ("cross_contract_id", text(&c.cross_contract_id)),
         ("isolated_position_id", text(&c.isolated_position_id)),
-    ]
+    ])
 }
 
 fn encode_positions(encoder: &mut TextWriter, snapshots: &[View]) {
@@ -230,28 +230,28 @@ fn encode_positions(encoder: &mut TextWriter, snapshots: &[View]) {
         .iter()
         .flat_map(|view| view.coins().flat_map(|(_, info)| info.positions.iter()).map(move |p| (view.name, p)))
         .collect();
-    let rows = unique(positions.iter().map(|(name, p)| (position_labels(name, p), *p)));
+    let rows = unique(positions.iter().map(|(name, p)| (position_labels(name, p), *p)).collect());
     write_record_fields(encoder, "capi_position", Position::NUMERIC_FIELDS, &rows);
     let info = rows.iter().map(|(labels, p)| {
-        let extra = vec![
+        let extra = [
             ("separated_mode", text(&p.separated_mode)),
             ("separated_open_order_id", text(&p.separated_open_order_id)),
             ("account_id", text(&p.account_id)),
         ];
-        ((labels.as_slice(), extra), 1.0)
+        ((labels, extra), 1.0)
     });
     encoder.family("capi_position_info", "Text fields of a position record; value 1", Kind::Gauge, info);
 }
 
-fn position_labels<'a>(account: &'a str, p: &'a Position) -> Labels<'a> {
-    vec![
+fn position_labels(account: &str, p: &Position) -> RenderedLabels {
+    RenderedLabels::new(&[
         ("account", account),
         ("coin_id", text(&p.coin_id)),
         ("contract_id", text(&p.contract_id)),
         ("side", text(&p.side)),
         ("margin_mode", text(&p.margin_mode)),
         ("position_id", text(&p.id)),
-    ]
+    ])
 }
 
 fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
@@ -323,10 +323,15 @@ enum Flow {
     FillFee,
 }
 
-/// One gauge per numeric field, over all rows.
-fn write_record_fields<R>(encoder: &mut TextWriter, prefix: &str, fields: &[NumericField<R>], rows: &[(Labels, &R)]) {
+/// One gauge per numeric field, over all rows, whose labels were written once, not per field.
+fn write_record_fields<R>(
+    encoder: &mut TextWriter,
+    prefix: &str,
+    fields: &[NumericField<R>],
+    rows: &[(RenderedLabels, &R)],
+) {
     for field in fields {
-        let samples = rows.iter().filter_map(|(labels, record)| (field.value)(record).map(|v| (labels.as_slice(), v)));
+        let samples = rows.iter().filter_map(|(labels, record)| (field.value)(record).map(|v| (labels, v)));
         encoder.family(&metric_name(prefix, field.name, field.unit), field.help, Kind::Gauge, samples);
     }
 }
@@ -344,9 +349,12 @@ pub fn metric_name(prefix: &str, field: &str, unit: Unit) -> String {
 /// The rows with distinct label sets, the first of each. Two records with the same labels (the
 /// same position in two coins' answers, say) would make duplicate series, and Prometheus rejects
 /// a whole scrape that has any.
-fn unique<'a, R>(rows: impl Iterator<Item = (Labels<'a>, &'a R)>) -> Vec<(Labels<'a>, &'a R)> {
-    let mut seen = HashSet::new();
-    rows.filter(|(labels, _)| seen.insert(labels.clone())).collect()
+fn unique<R>(rows: Vec<(RenderedLabels, &R)>) -> Vec<(RenderedLabels, &R)> {
+    let keep: Vec<bool> = {
+        let mut seen = HashSet::new();
+        rows.iter().map(|(labels, _)| seen.insert(labels.as_bytes())).collect()
+    };
+    rows.into_iter().zip(keep).filter_map(|(row, keep)| keep.then_some(row)).collect()
 }
 
 fn field_getter<R>(fields: &[NumericField<R>], name: &str) -> fn(&R) -> Option<f64> {

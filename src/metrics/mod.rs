@@ -17,7 +17,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use rendered::Rendered;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -42,8 +42,12 @@ pub struct Metrics {
     registry: Registry,
     /// The size of the last rendering, to allocate the next one at once.
     last_len: AtomicUsize,
+    /// The size of the exporter's own metrics in it.
+    own_len: AtomicUsize,
     /// The latest rendering; locked while one is being made, so that it is made once.
     latest: tokio::sync::Mutex<Option<Arc<Rendered>>>,
+    /// The buffer of an earlier rendering no scrape holds any more, for the next one.
+    spare: Mutex<Vec<u8>>,
 }
 
 impl Metrics {
@@ -56,7 +60,14 @@ impl Metrics {
         exporter.register(&mut registry);
         registry.register_collector(Box::new(process::ProcessCollector));
         let snapshots = exposition::SnapshotExposition::new(slots, max_age);
-        Self { snapshots, registry, last_len: AtomicUsize::new(0), latest: tokio::sync::Mutex::new(None) }
+        Self {
+            snapshots,
+            registry,
+            last_len: AtomicUsize::new(0),
+            own_len: AtomicUsize::new(0),
+            latest: tokio::sync::Mutex::new(None),
+            spare: Mutex::new(Vec::new()),
+        }
     }
 
     /// What a scrape arriving now serves: the latest rendering if it is recent enough (see
@@ -76,20 +87,29 @@ impl Metrics {
         let metrics = self.clone();
         let text = tokio::task::spawn_blocking(move || metrics.render()).await?;
         let rendered = Arc::new(Rendered::new(published, started, text));
-        *latest = Some(rendered.clone());
+        if let Some(buffer) = latest.replace(rendered.clone()).and_then(Rendered::into_buffer) {
+            self.recycle(buffer);
+        }
         Ok(rendered)
     }
 
-    /// The exposition text, ending in `# EOF`.
+    /// The exposition text, ending in `# EOF`, written into the spare buffer if there is one.
     pub fn render(&self) -> Vec<u8> {
-        let mut writer = text::TextWriter::with_capacity(self.last_len.load(Ordering::Relaxed) + 4096);
+        let spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(PoisonError::into_inner));
+        let mut writer = text::TextWriter::reusing(spare, self.last_len.load(Ordering::Relaxed) + 4096);
         self.snapshots.write(&mut writer);
-        let mut own = String::new();
+        let mut own = String::with_capacity(self.own_len.load(Ordering::Relaxed) + 4096);
         encode_registry(&mut own, &self.registry).expect("writing to a String cannot fail");
         encode_eof(&mut own).expect("writing to a String cannot fail");
         writer.extend(own.as_bytes());
+        self.own_len.store(own.len(), Ordering::Relaxed);
         let bytes = writer.into_bytes();
         self.last_len.store(bytes.len(), Ordering::Relaxed);
         bytes
+    }
+
+    /// Hands back a rendering's buffer once nothing reads it, for the next [`Self::render`].
+    pub fn recycle(&self, buffer: Vec<u8>) {
+        *self.spare.lock().unwrap_or_else(PoisonError::into_inner) = buffer;
     }
 }

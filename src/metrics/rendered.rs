@@ -8,6 +8,7 @@
 //! the scrapes waiting. No scrape ever waits for a poll.
 
 use axum::body::Bytes;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
@@ -34,6 +35,12 @@ impl Rendered {
     /// snapshots had been published.
     pub(super) fn serves(&self, publications: u64, arrived: Instant) -> bool {
         self.publications >= publications && self.started + MAX_TIME_LAG >= arrived
+    }
+
+    /// The text's buffer, when no scrape holds this rendering any more.
+    pub(super) fn into_buffer(self: Arc<Self>) -> Option<Vec<u8>> {
+        let rendered = Arc::try_unwrap(self).ok()?;
+        rendered.plain.try_into_mut().ok().map(Vec::from)
     }
 
     pub fn plain(&self) -> Bytes {

@@ -13,6 +13,42 @@ pub enum Kind {
 /// The labels of one sample, written as `name="value"` pairs in order.
 pub trait LabelSet {
     fn write_pairs(&self, out: &mut Pairs<'_>);
+
+    /// The whole label part, `{...}`, or nothing when there are no labels.
+    fn write_braced(&self, out: &mut Vec<u8>) {
+        let mut pairs = Pairs { out, first: true };
+        self.write_pairs(&mut pairs);
+        if !pairs.first {
+            out.push(b'}');
+        }
+    }
+}
+
+/// A label set written once and copied into every sample that has it: a record's labels are
+/// the same for each of its 20-odd fields. Further pairs can follow it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderedLabels(Vec<u8>);
+
+impl RenderedLabels {
+    pub fn new(labels: &impl LabelSet) -> Self {
+        let mut out = Vec::with_capacity(160);
+        labels.write_pairs(&mut Pairs { out: &mut out, first: true });
+        Self(out)
+    }
+
+    /// The written pairs, opening brace included, closing brace not.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl LabelSet for RenderedLabels {
+    fn write_pairs(&self, out: &mut Pairs<'_>) {
+        if !self.0.is_empty() {
+            out.out.extend_from_slice(&self.0);
+            out.first = false;
+        }
+    }
 }
 
 /// Writes the separators between label pairs.
@@ -56,6 +92,10 @@ impl<L: LabelSet + ?Sized> LabelSet for &L {
     fn write_pairs(&self, out: &mut Pairs<'_>) {
         (**self).write_pairs(out);
     }
+
+    fn write_braced(&self, out: &mut Vec<u8>) {
+        (**self).write_braced(out);
+    }
 }
 
 /// Two label sets, one after the other.
@@ -73,8 +113,12 @@ pub struct TextWriter {
 }
 
 impl TextWriter {
-    pub fn with_capacity(bytes: usize) -> Self {
-        Self { out: Vec::with_capacity(bytes) }
+    /// Writes into `buffer` (emptied first), reusing its memory: a fresh buffer of tens of MB
+    /// costs more in page faults than writing the text into it.
+    pub fn reusing(mut buffer: Vec<u8>, expected_bytes: usize) -> Self {
+        buffer.clear();
+        buffer.reserve(expected_bytes);
+        Self { out: buffer }
     }
 
     /// Writes one family; a family with no samples is left out entirely.
@@ -98,11 +142,7 @@ impl TextWriter {
         self.line(&["\n# TYPE ", name, " ", type_name, "\n"]);
         for (labels, value) in samples {
             self.line(&[name, suffix]);
-            let mut pairs = Pairs { out: &mut self.out, first: true };
-            labels.write_pairs(&mut pairs);
-            if !pairs.first {
-                self.out.push(b'}');
-            }
+            labels.write_braced(&mut self.out);
             self.out.push(b' ');
             write_value(&mut self.out, value);
             self.out.push(b'\n');
