@@ -15,6 +15,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 const COINS: [u64; 2] = [1, 2];
@@ -142,7 +143,7 @@ fn metrics_for(accounts: u32) -> Metrics {
             exporter.add_account(&account.name);
             let coins = COINS.map(|coin| {
                 let body = exchange.account_json(&account.credentials.api_key, coin);
-                (coin, decode_account_info(&body, &mut Vec::new()).unwrap())
+                (coin, Arc::new(decode_account_info(&body, &mut Vec::new()).unwrap()))
             });
             let slot = AccountSlot::new(account.name);
             slot.publish(AccountSnapshot {

@@ -123,7 +123,12 @@ pub fn account_info(data: &[u8]) {
     let has_account = info.account.is_some();
     let slot = AccountSlot::new("fuzz");
     let fetched_at_ms = [(2, local_now_ms())].into();
-    slot.publish(AccountSnapshot { coins: [(2, info)].into(), fetched_at_ms, up: true, ..Default::default() });
+    slot.publish(AccountSnapshot {
+        coins: [(2, Arc::new(info))].into(),
+        fetched_at_ms,
+        up: true,
+        ..Default::default()
+    });
     let text = render(vec![slot]);
     let samples = check_exposition(&text);
     assert!(samples.iter().any(|(series, value)| series == "capi_up{account=\"fuzz\"}" && *value == 1.0), "{text}");

@@ -11,7 +11,7 @@ use std::sync::{Arc, RwLock};
 pub struct AccountSnapshot {
     /// The last good answer of the account query, per coin id. A coin whose query failed keeps
     /// its previous answer: `capi_up` and the request counters tell that it is old.
-    pub coins: BTreeMap<u64, AccountInfo>,
+    pub coins: BTreeMap<u64, Arc<AccountInfo>>,
     /// When each coin's answer in `coins` was fetched (this machine's clock, ms).
     pub fetched_at_ms: BTreeMap<u64, i64>,
     pub counters: BillCounters,
@@ -28,7 +28,7 @@ impl AccountSnapshot {
         self.coins
             .iter()
             .filter(move |(coin, _)| self.fetched_at_ms.get(coin).is_some_and(|at| *at >= oldest_ms))
-            .map(|(coin, info)| (*coin, info))
+            .map(|(coin, info)| (*coin, info.as_ref()))
     }
 
     /// The account record, which every coin's answer repeats: taken from the lowest fresh coin.
@@ -37,25 +37,25 @@ impl AccountSnapshot {
     }
 }
 
-/// Snapshots published so far, by every slot of the process: a rendering that read this count
-/// before it began shows at least every snapshot counted in it.
-static PUBLICATIONS: AtomicU64 = AtomicU64::new(0);
-
-pub fn publications() -> u64 {
-    PUBLICATIONS.load(Ordering::SeqCst)
-}
-
 /// Where one account's poller publishes and the exposition reads.
 #[derive(Debug)]
 pub struct AccountSlot {
     name: String,
     latest: RwLock<Option<Arc<AccountSnapshot>>>,
     ever_up: AtomicBool,
+    /// Snapshots published so far: a rendering that read this count before it began shows at
+    /// least every snapshot counted in it.
+    publications: AtomicU64,
 }
 
 impl AccountSlot {
     pub fn new(name: impl Into<String>) -> Arc<Self> {
-        Arc::new(Self { name: name.into(), latest: RwLock::new(None), ever_up: AtomicBool::new(false) })
+        Arc::new(Self {
+            name: name.into(),
+            latest: RwLock::new(None),
+            ever_up: AtomicBool::new(false),
+            publications: AtomicU64::new(0),
+        })
     }
 
     /// The configured account name, the `account` label of every series.
@@ -68,11 +68,15 @@ impl AccountSlot {
             self.ever_up.store(true, Ordering::Release);
         }
         *self.latest.write().unwrap_or_else(|e| e.into_inner()) = Some(Arc::new(snapshot));
-        PUBLICATIONS.fetch_add(1, Ordering::SeqCst);
+        self.publications.fetch_add(1, Ordering::SeqCst);
     }
 
     pub fn latest(&self) -> Option<Arc<AccountSnapshot>> {
         self.latest.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn publications(&self) -> u64 {
+        self.publications.load(Ordering::SeqCst)
     }
 
     /// Whether a poll of this account has ever fully succeeded (readiness).

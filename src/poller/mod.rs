@@ -61,7 +61,8 @@ pub struct AccountPoller {
     /// exchange's clock as the first answers corrected it, not this machine's.
     cursor: Option<BillCursor>,
     counters: BillCounters,
-    coins: BTreeMap<u64, AccountInfo>,
+    /// Shared with the published snapshots: each answer is held once, however many read it.
+    coins: BTreeMap<u64, Arc<AccountInfo>>,
     /// When each coin's figures were last fetched (this machine's clock, ms).
     fetched_at_ms: BTreeMap<u64, i64>,
     backoff: Backoff,
@@ -140,7 +141,7 @@ impl AccountPoller {
             let client = &self.account.client;
             match self.request(Endpoint::Account, || client.account(coin)).await {
                 Ok(info) => {
-                    self.coins.insert(coin, with_coin_id(info, coin));
+                    self.coins.insert(coin, Arc::new(with_coin_id(info, coin)));
                     self.fetched_at_ms.insert(coin, local_now_ms());
                 }
                 Err(e) => {
