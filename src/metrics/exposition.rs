@@ -34,26 +34,12 @@ impl SnapshotExposition {
     pub fn new(slots: Vec<Arc<AccountSlot>>, max_age: Duration) -> Self {
         Self { slots, max_age }
     }
-}
 
-/// One account's latest snapshot, and what counts as fresh in it at this scrape.
-struct View<'a> {
-    name: &'a str,
-    snapshot: &'a AccountSnapshot,
-    oldest_ms: i64,
-}
-
-impl<'a> View<'a> {
-    fn coins(&self) -> impl Iterator<Item = (u64, &'a AccountInfo)> {
-        self.snapshot.fresh_coins(self.oldest_ms)
+    /// Snapshots published so far by all the accounts.
+    pub fn publications(&self) -> u64 {
+        self.slots.iter().map(|slot| slot.publications()).sum()
     }
 
-    fn account(&self) -> Option<&'a Account> {
-        self.snapshot.fresh_account(self.oldest_ms)
-    }
-}
-
-impl SnapshotExposition {
     /// Writes the families of every account's latest snapshot.
     pub fn write(&self, encoder: &mut TextWriter) {
         // One read of each slot, so that capi_up and the figures come from the same snapshot.
@@ -75,6 +61,23 @@ impl SnapshotExposition {
         encode_collateral(encoder, &snapshots);
         encode_positions(encoder, &snapshots);
         encode_bills(encoder, &snapshots);
+    }
+}
+
+/// One account's latest snapshot, and what counts as fresh in it at this scrape.
+struct View<'a> {
+    name: &'a str,
+    snapshot: &'a AccountSnapshot,
+    oldest_ms: i64,
+}
+
+impl<'a> View<'a> {
+    fn coins(&self) -> impl Iterator<Item = (u64, &'a AccountInfo)> {
+        self.snapshot.fresh_coins(self.oldest_ms)
+    }
+
+    fn account(&self) -> Option<&'a Account> {
+        self.snapshot.fresh_account(self.oldest_ms)
     }
 }
 
@@ -389,7 +392,7 @@ mod tests {
         let info = crate::api::model::AccountInfo { positions: vec![position], ..Default::default() };
         let now = local_now_ms();
         let snapshot = AccountSnapshot {
-            coins: [(1, info.clone()), (2, info)].into(),
+            coins: [(1, Arc::new(info.clone())), (2, Arc::new(info))].into(),
             fetched_at_ms: [(1, now), (2, now)].into(),
             ..AccountSnapshot::default()
         };

@@ -15,9 +15,9 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use rendered::Rendered;
+use rendered::{Rendered, MAX_TIME_LAG};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -42,8 +42,6 @@ pub struct Metrics {
     registry: Registry,
     /// The size of the last rendering, to allocate the next one at once.
     last_len: AtomicUsize,
-    /// The size of the exporter's own metrics in it.
-    own_len: AtomicUsize,
     /// The latest rendering; locked while one is being made, so that it is made once.
     latest: tokio::sync::Mutex<Option<Arc<Rendered>>>,
     /// The buffer of an earlier rendering no scrape holds any more, for the next one.
@@ -64,7 +62,6 @@ impl Metrics {
             snapshots,
             registry,
             last_len: AtomicUsize::new(0),
-            own_len: AtomicUsize::new(0),
             latest: tokio::sync::Mutex::new(None),
             spare: Mutex::new(Vec::new()),
         }
@@ -78,19 +75,33 @@ impl Metrics {
     /// When the rendering thread panicked.
     pub async fn current(self: &Arc<Self>) -> Result<Arc<Rendered>, tokio::task::JoinError> {
         let arrived = Instant::now();
-        let published = snapshot::publications();
+        let published = self.snapshots.publications();
         let mut latest = self.latest.lock().await;
         if let Some(rendered) = latest.as_ref().filter(|r| r.serves(published, arrived)) {
             return Ok(rendered.clone());
         }
-        let (started, published) = (Instant::now(), snapshot::publications());
+        let (started, published) = (Instant::now(), self.snapshots.publications());
         let metrics = self.clone();
         let text = tokio::task::spawn_blocking(move || metrics.render()).await?;
         let rendered = Arc::new(Rendered::new(published, started, text));
         if let Some(buffer) = latest.replace(rendered.clone()).and_then(Rendered::into_buffer) {
             self.recycle(buffer);
         }
+        tokio::spawn(Self::expire(Arc::downgrade(self), Arc::downgrade(&rendered)));
         Ok(rendered)
+    }
+
+    /// Once a rendering is too old to serve anyone, it and the spare buffer are dropped if no
+    /// newer rendering came: an exporter scraped every 15 s then holds no 30 MB text between
+    /// scrapes. Under steady scrape load the buffers keep being reused instead.
+    async fn expire(metrics: Weak<Self>, rendered: Weak<Rendered>) {
+        tokio::time::sleep(MAX_TIME_LAG).await;
+        let Some(metrics) = metrics.upgrade() else { return };
+        let mut latest = metrics.latest.lock().await;
+        if latest.as_ref().is_some_and(|latest| Weak::ptr_eq(&Arc::downgrade(latest), &rendered)) {
+            *latest = None;
+            metrics.recycle(Vec::new());
+        }
     }
 
     /// The exposition text, ending in `# EOF`, written into the spare buffer if there is one.
@@ -98,11 +109,8 @@ impl Metrics {
         let spare = std::mem::take(&mut *self.spare.lock().unwrap_or_else(PoisonError::into_inner));
         let mut writer = text::TextWriter::reusing(spare, self.last_len.load(Ordering::Relaxed) + 4096);
         self.snapshots.write(&mut writer);
-        let mut own = String::with_capacity(self.own_len.load(Ordering::Relaxed) + 4096);
-        encode_registry(&mut own, &self.registry).expect("writing to a String cannot fail");
-        encode_eof(&mut own).expect("writing to a String cannot fail");
-        writer.extend(own.as_bytes());
-        self.own_len.store(own.len(), Ordering::Relaxed);
+        encode_registry(&mut writer, &self.registry).expect("writing to a Vec cannot fail");
+        encode_eof(&mut writer).expect("writing to a Vec cannot fail");
         let bytes = writer.into_bytes();
         self.last_len.store(bytes.len(), Ordering::Relaxed);
         bytes
@@ -111,5 +119,50 @@ impl Metrics {
     /// Hands back a rendering's buffer once nothing reads it, for the next [`Self::render`].
     pub fn recycle(&self, buffer: Vec<u8>) {
         *self.spare.lock().unwrap_or_else(PoisonError::into_inner) = buffer;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metrics() -> (Arc<Metrics>, Arc<AccountSlot>) {
+        let slot = AccountSlot::new("main");
+        let metrics = Metrics::new(vec![slot.clone()], &ExporterMetrics::new(), Duration::from_secs(60));
+        (Arc::new(metrics), slot)
+    }
+
+    fn text(rendered: &Rendered) -> String {
+        String::from_utf8(rendered.plain().to_vec()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn scrapes_share_a_rendering_until_a_snapshot_is_published() {
+        let (metrics, slot) = metrics();
+        let first = metrics.current().await.unwrap();
+        let second = metrics.current().await.unwrap();
+        assert!(Arc::ptr_eq(&first, &second));
+        assert!(text(&first).contains("capi_up{account=\"main\"} 0\n"), "{}", text(&first));
+
+        slot.publish(AccountSnapshot { up: true, ..AccountSnapshot::default() });
+        let third = metrics.current().await.unwrap();
+        assert!(!Arc::ptr_eq(&second, &third));
+        assert!(text(&third).contains("capi_up{account=\"main\"} 1\n"), "{}", text(&third));
+    }
+
+    #[tokio::test]
+    async fn a_rendering_older_than_the_time_lag_is_not_served() {
+        let (metrics, _) = metrics();
+        let first = metrics.current().await.unwrap();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let now = metrics.current().await.unwrap();
+            if !Arc::ptr_eq(&first, &now) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "the first rendering was still served after 30 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(first.started().elapsed() >= MAX_TIME_LAG);
     }
 }

@@ -43,6 +43,11 @@ impl Rendered {
         rendered.plain.try_into_mut().ok().map(Vec::from)
     }
 
+    /// When rendering began.
+    pub fn started(&self) -> Instant {
+        self.started
+    }
+
     pub fn plain(&self) -> Bytes {
         self.plain.clone()
     }

@@ -149,11 +149,6 @@ impl TextWriter {
         }
     }
 
-    /// Appends text written elsewhere (whole families).
-    pub fn extend(&mut self, text: &[u8]) {
-        self.out.extend_from_slice(text);
-    }
-
     pub fn into_bytes(self) -> Vec<u8> {
         self.out
     }
@@ -162,6 +157,14 @@ impl TextWriter {
         for part in parts {
             self.out.extend_from_slice(part.as_bytes());
         }
+    }
+}
+
+/// For the families `prometheus_client` writes.
+impl std::fmt::Write for TextWriter {
+    fn write_str(&mut self, text: &str) -> std::fmt::Result {
+        self.out.extend_from_slice(text.as_bytes());
+        Ok(())
     }
 }
 
