@@ -143,6 +143,18 @@ pub fn plan(accounts: usize, coins: usize, interval: Duration, ip_budget: u32, u
 mod tests {
     use super::*;
 
+    /// The accounts one IP carries at a 15 s interval with the documented 500 per 10 s: the
+    /// exchange's arithmetic allows 750 / weight (187 with 2 coins, 250 with 1); the planner,
+    /// keeping a fifth in reserve over an 11 s window, plans 136 and 181 before it stretches.
+    #[test]
+    fn accounts_that_fit_one_ip_at_fifteen_seconds() {
+        let interval = Duration::from_secs(15);
+        for (coins, fitting) in [(2, 136), (1, 181)] {
+            assert_eq!(plan(fitting, coins, interval, 500, 500).interval, interval, "{coins} coins");
+            assert!(plan(fitting + 1, coins, interval, 500, 500).interval > interval, "{coins} coins");
+        }
+    }
+
     #[test]
     fn a_window_refuses_what_does_not_fit_until_old_weight_slides_out() {
         let start = Instant::now();
