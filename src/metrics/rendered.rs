@@ -1,11 +1,16 @@
 //! One rendering of `/metrics`, shared by every scrape it is recent enough for, and its gzip
 //! compression, made at most once.
 //!
-//! A rendering of 1,000 accounts is about 30 MB; rendering it for each of several concurrent
-//! scrapers (or compressing it for each) would make scrapes queue behind each other. A scrape
-//! instead takes the latest rendering if that one already shows every snapshot published before
-//! the scrape arrived and is less than [`MAX_TIME_LAG`] old; else it renders anew, once for all
-//! the scrapes waiting. No scrape ever waits for a poll.
+//! A rendering of 1,000 accounts is about 30 MB and takes tens of milliseconds; rendering it for
+//! each of several concurrent scrapers (or compressing it for each) would make scrapes queue
+//! behind each other. A scrape instead takes the latest rendering, if it is less than
+//! [`MAX_TIME_LAG`] old and either shows every snapshot published before the scrape arrived or
+//! was finished less than its own rendering time ago; else it renders anew, once for all the
+//! scrapes waiting. No scrape ever waits for a poll.
+//!
+//! So rendering takes at most about half a core however hard scrapers push, and a publication
+//! shows within about three rendering times: well under a millisecond for a few accounts, about
+//! 0.2 s for 1,000 accounts while polls publish continuously.
 
 use axum::body::Bytes;
 use std::sync::Arc;
@@ -22,19 +27,28 @@ pub struct Rendered {
     /// The publication count read before rendering began: every snapshot published up to it is in.
     publications: u64,
     started: Instant,
+    finished: Instant,
     plain: Bytes,
     gzip: OnceCell<Bytes>,
 }
 
 impl Rendered {
     pub(super) fn new(publications: u64, started: Instant, plain: Vec<u8>) -> Self {
-        Self { publications, started, plain: Bytes::from(plain), gzip: OnceCell::new() }
+        let finished = Instant::now();
+        Self { publications, started, finished, plain: Bytes::from(plain), gzip: OnceCell::new() }
     }
 
     /// Whether this rendering will do for a scrape that arrived at `arrived`, when `publications`
     /// snapshots had been published.
     pub(super) fn serves(&self, publications: u64, arrived: Instant) -> bool {
-        self.publications >= publications && self.started + MAX_TIME_LAG >= arrived
+        let shows_all = self.publications >= publications;
+        let just_made = arrived <= self.held_until();
+        (shows_all || just_made) && self.started + MAX_TIME_LAG >= arrived
+    }
+
+    /// Until when this rendering is served even to scrapes that arrived after a publication.
+    pub fn held_until(&self) -> Instant {
+        self.finished + (self.finished - self.started)
     }
 
     /// The text's buffer, when no scrape holds this rendering any more.
