@@ -47,7 +47,7 @@ impl SnapshotExposition {
             self.slots.iter().map(|slot| (slot.name(), slot.latest())).collect();
         let up = latest.iter().map(|(name, snapshot)| {
             let up = snapshot.as_ref().is_some_and(|s| s.up);
-            (vec![("account", *name)], f64::from(u8::from(up)))
+            ([("account", *name)], f64::from(u8::from(up)))
         });
         encoder.family("capi_up", UP_HELP, Kind::Gauge, up);
         let snapshots: Vec<(&str, &AccountSnapshot)> =
@@ -85,7 +85,7 @@ impl<'a> View<'a> {
 fn encode_data_age(encoder: &mut TextWriter, snapshots: &[View], now_ms: i64) {
     let ages = snapshots.iter().flat_map(|view| {
         view.snapshot.fetched_at_ms.iter().map(move |(coin, at)| {
-            ((vec![("account", view.name)], [("coin_id", coin.to_string())]), (now_ms - at) as f64 / 1000.0)
+            (([("account", view.name)], [("coin_id", coin.to_string())]), (now_ms - at) as f64 / 1000.0)
         })
     });
     encoder.family("capi_data_age_seconds",
@@ -103,7 +103,7 @@ fn encode_account(encoder: &mut TextWriter, snapshots: &[View]) {
 
     let info = accounts.iter().map(|(name, a)| {
         let f = &a.fields;
-        let labels = vec![
+        let labels = [
             ("account", *name),
             ("account_id", text(&f.id)),
             ("user_id", text(&f.user_id)),
@@ -119,7 +119,7 @@ fn encode_account(encoder: &mut TextWriter, snapshots: &[View]) {
     let versions = snapshots.iter().flat_map(|view| {
         view.coins().filter_map(move |(coin, info)| {
             let version = decimal_to_f64(info.version?);
-            Some(((vec![("account", view.name)], [("coin_id", coin.to_string())]), version))
+            Some((([("account", view.name)], [("coin_id", coin.to_string())]), version))
         })
     });
     encoder.family("capi_account_version", "The account query's version value, per coin", Kind::Gauge, versions);
@@ -184,7 +184,7 @@ fn encode_contract_settings(encoder: &mut TextWriter, accounts: &[(&str, &crate:
         a.leverage_settings.iter().flat_map(move |(contract, setting)| {
             LeverageSetting::NUMERIC_FIELDS.iter().filter_map(move |field| {
                 let kind = field.name.trim_end_matches("_leverage");
-                let labels = vec![("account", *name), ("contract_id", contract.as_str()), ("kind", kind)];
+                let labels = [("account", *name), ("contract_id", contract.as_str()), ("kind", kind)];
                 (field.value)(setting).map(|v| (labels, v))
             })
         })
@@ -198,7 +198,7 @@ fn encode_contract_settings(encoder: &mut TextWriter, accounts: &[(&str, &crate:
 
     let modes = accounts.iter().flat_map(|(name, a)| {
         a.mode_settings.iter().map(move |(contract, m)| {
-            let labels = vec![
+            let labels = [
                 ("account", *name),
                 ("contract_id", contract.as_str()),
                 ("margin_mode", text(&m.margin_mode)),
@@ -260,7 +260,7 @@ fn position_labels(account: &str, p: &Position) -> RenderedLabels {
 fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
     let counts = snapshots.iter().flat_map(|view| {
         view.snapshot.counters.bills.iter().map(move |((coin, kind), n)| {
-            (vec![("account", view.name), ("coin", coin.as_str()), ("business_type", kind.as_str())], *n as f64)
+            ([("account", view.name), ("coin", coin.as_str()), ("business_type", kind.as_str())], *n as f64)
         })
     });
     encoder.family("capi_bills", "Bills counted by coin and business type, each exactly once", Kind::Counter, counts);
@@ -282,7 +282,7 @@ fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
                 Flow::FillFee => &view.snapshot.counters.fill_fees,
             };
             sums.iter().map(move |((coin, kind, direction), sum)| {
-                let labels = vec![
+                let labels = [
                     ("account", view.name),
                     ("coin", coin.as_str()),
                     ("business_type", kind.as_str()),
@@ -296,12 +296,12 @@ fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
     let balances =
         snapshots.iter().flat_map(|view| {
             view.snapshot.counters.balances.iter().map(move |(coin, b)| {
-                (vec![("account", view.name), ("coin", coin.as_str())], decimal_to_f64(b.balance))
+                ([("account", view.name), ("coin", coin.as_str())], decimal_to_f64(b.balance))
             })
         });
     encoder.family("capi_bill_balance", "Balance after the newest bill counted, per coin", Kind::Gauge, balances);
     let truncated =
-        snapshots.iter().map(|view| (vec![("account", view.name)], view.snapshot.counters.truncated_queries as f64));
+        snapshots.iter().map(|view| ([("account", view.name)], view.snapshot.counters.truncated_queries as f64));
     encoder.family("capi_bill_pages_truncated",
         "Bill queries still full after splitting by time, business type, coin and symbol; each hid at least one bill that was not counted",
         Kind::Counter,
@@ -311,7 +311,7 @@ fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
     let cursor = snapshots
         .iter()
         .filter(|view| view.snapshot.settled_through_ms > 0)
-        .map(|view| (vec![("account", view.name)], view.snapshot.settled_through_ms as f64 / 1000.0));
+        .map(|view| ([("account", view.name)], view.snapshot.settled_through_ms as f64 / 1000.0));
     encoder.family(
         "capi_bill_cursor_timestamp_seconds",
         "Bills created up to this time are final in the bill counters; newer ones may still arrive late",
