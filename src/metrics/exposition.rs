@@ -293,12 +293,13 @@ fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
         });
         encoder.family(name, help, Kind::Counter, sums);
     }
-    let balances =
-        snapshots.iter().flat_map(|view| {
-            view.snapshot.counters.balances.iter().map(move |(coin, b)| {
-                ([("account", view.name), ("coin", coin.as_str())], decimal_to_f64(b.balance))
-            })
-        });
+    let balances = snapshots.iter().flat_map(|view| {
+        view.snapshot
+            .counters
+            .balances
+            .iter()
+            .map(move |(coin, b)| ([("account", view.name), ("coin", coin.as_str())], decimal_to_f64(b.balance)))
+    });
     encoder.family("capi_bill_balance", "Balance after the newest bill counted, per coin", Kind::Gauge, balances);
     let truncated =
         snapshots.iter().map(|view| ([("account", view.name)], view.snapshot.counters.truncated_queries as f64));

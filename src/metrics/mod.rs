@@ -171,6 +171,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_rendering_still_being_sent_is_shared_despite_a_publication() {
+        let (metrics, slot) = metrics();
+        let first = metrics.current().await.unwrap();
+        let in_flight = first.plain();
+        tokio::time::sleep_until(first.held_until()).await;
+        slot.publish(AccountSnapshot { up: true, ..AccountSnapshot::default() });
+        let before = Instant::now();
+        let second = metrics.current().await.unwrap();
+        if before < first.started() + MAX_TIME_LAG {
+            assert!(Arc::ptr_eq(&first, &second));
+        }
+        drop((in_flight, second));
+        let third = metrics.current().await.unwrap();
+        assert!(text(&third).contains("capi_up{account=\"main\"} 1\n"), "{}", text(&third));
+    }
+
+    #[tokio::test]
     async fn a_rendering_older_than_the_time_lag_is_not_served() {
         let (metrics, _) = metrics();
         let first = metrics.current().await.unwrap();

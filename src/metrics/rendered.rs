@@ -3,14 +3,18 @@
 //!
 //! A rendering of 1,000 accounts is about 30 MB and takes tens of milliseconds; rendering it for
 //! each of several concurrent scrapers (or compressing it for each) would make scrapes queue
-//! behind each other. A scrape instead takes the latest rendering, if it is less than
-//! [`MAX_TIME_LAG`] old and either shows every snapshot published before the scrape arrived or
-//! was finished less than its own rendering time ago; else it renders anew, once for all the
-//! scrapes waiting. No scrape ever waits for a poll.
+//! behind each other, and each would hold its own copy while it is sent. A scrape instead takes
+//! the latest rendering if it is less than [`MAX_TIME_LAG`] old and
+//! - shows every snapshot published before the scrape arrived, or
+//! - was finished less than its own rendering time ago, or
+//! - is still being sent to another scraper;
 //!
-//! So rendering takes at most about half a core however hard scrapers push, and a publication
-//! shows within about three rendering times: well under a millisecond for a few accounts, about
-//! 0.2 s for 1,000 accounts while polls publish continuously.
+//! else it renders anew, once for all the scrapes waiting. No scrape ever waits for a poll.
+//!
+//! So rendering takes at most about half a core however hard scrapers push, at most two
+//! renderings are in memory, and a scraper alone sees a publication within about three rendering
+//! times: well under a millisecond for a few accounts. Scrapers that overlap may see figures up
+//! to [`MAX_TIME_LAG`] old.
 
 use axum::body::Bytes;
 use std::sync::Arc;
@@ -43,7 +47,12 @@ impl Rendered {
     pub(super) fn serves(&self, publications: u64, arrived: Instant) -> bool {
         let shows_all = self.publications >= publications;
         let just_made = arrived <= self.held_until();
-        (shows_all || just_made) && self.started + MAX_TIME_LAG >= arrived
+        (shows_all || just_made || self.being_sent()) && self.started + MAX_TIME_LAG >= arrived
+    }
+
+    /// Whether a response still holds this rendering's text.
+    fn being_sent(&self) -> bool {
+        !self.plain.is_unique() || self.gzip.get().is_some_and(|gzip| !gzip.is_unique())
     }
 
     /// Until when this rendering is served even to scrapes that arrived after a publication.
