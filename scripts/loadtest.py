@@ -922,7 +922,8 @@ def table(args, results):
                      f"API minimum {minimum} ({p['coins']} account queries x 1 + 1 bill query x 2)", f"{counted / minimum:.2f}",
                      "= minimum", verdict(counted <= minimum * 1.02)))
         rows.append(("6", "accounts per IP at 500 per 10 s, 15 s interval (750 / weight per poll)",
-                     f"{p['coins']} coins: {p['accounts_per_ip']:.0f}; 1 coin: {p['accounts_per_ip_1coin']:.0f}",
+                     f"{p['coins']} coins: {math.floor(p['accounts_per_ip'] + 1e-6)}; "
+                     f"1 coin: {math.floor(p['accounts_per_ip_1coin'] + 1e-6)}",
                      "", "", "report", "reported"))
     fresh = results.get("freshness")
     if fresh:
