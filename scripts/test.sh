@@ -2,8 +2,10 @@
 # Runs every test: the Rust unit, property and integration tests, the Prometheus rule unit tests,
 # the end-to-end test against real Prometheus and Alertmanager servers, the deployment file checks
 # (Kubernetes schemas, systemd, compose, Dockerfile), bounded fuzzing of every parser
-# (FUZZ_SECONDS per target, 10 by default) and a bounded soak under scrape load (SOAK_SECONDS,
-# 30 by default). Installs Debian's prometheus and prometheus-alertmanager packages first when
+# (FUZZ_SECONDS per target, 10 by default), a bounded soak under scrape load (SOAK_SECONDS,
+# 30 by default) and the load test's quick mode (side by side with nginx and a Python exporter,
+# small sizes: it proves the load test runs, the README's figures come from its full mode).
+# Installs Debian's prometheus, prometheus-alertmanager, nginx-light and wrk packages first when
 # they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +13,8 @@ cd "$(dirname "$0")/.."
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+command -v wrk >/dev/null 2>&1 || missing+=(wrk)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing Debian packages: ${missing[*]}" >&2
     sudo=""
@@ -28,3 +32,4 @@ python3 scripts/e2e.py --binary target/debug/capi_exporter
 bash scripts/check-deploy.sh
 FUZZ_SECONDS=${FUZZ_SECONDS:-10} bash scripts/fuzz.sh
 python3 scripts/soak.py --binary target/debug/capi_exporter --seconds "${SOAK_SECONDS:-30}"
+python3 scripts/loadtest.py --quick --bin-dir target/debug
