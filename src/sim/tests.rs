@@ -539,3 +539,22 @@ fn credentials_are_reproducible_and_debug_hides_the_secrets() {
     assert!(shown.contains(&credentials.api_key));
     assert!(!shown.contains(&credentials.secret) && !shown.contains(&credentials.passphrase), "{shown}");
 }
+
+/// Why the exporter cannot skip the bill query while an account's figures stand still: a bill
+/// booked earlier can become visible later, when nothing in the account query changes any more.
+#[tokio::test]
+async fn a_bill_can_appear_while_the_account_answer_stays_the_same() {
+    let (sim, client) = start(SimOptions::default()).await;
+    let key = &client.credentials.api_key;
+    sim.add_bill(key, NewBill { visible_after: Duration::from_millis(200), ..usdt("deposit", 5) });
+    let before = sim.account_json(key, 2);
+    let items = |body: Value| body["items"].as_array().map_or(0, Vec::len);
+    assert_eq!(items(client.bills("{}").await.json()), 0);
+
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while items(client.bills("{}").await.json()) == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the late bill never became visible");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(sim.account_json(key, 2), before, "the account answer changed when the bill appeared");
+}
