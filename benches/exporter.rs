@@ -6,6 +6,8 @@
 //! serves): 2 coins and 5 positions per account, plus bills of 12 business types per coin.
 
 use capi_exporter::api::model::{decode_account_info, decode_bill_page, Bill, BillPage, BUSINESS_TYPES};
+use capi_exporter::metrics::exposition::SnapshotExposition;
+use capi_exporter::metrics::text::TextWriter;
 use capi_exporter::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics, Metrics};
 use capi_exporter::poller::counters::BillCounters;
 use capi_exporter::poller::cursor::BillCursor;
@@ -133,6 +135,12 @@ fn counters() -> BillCounters {
 
 /// `/metrics` of `accounts` accounts, each published as its poller would after a good poll.
 fn metrics_for(accounts: u32) -> Metrics {
+    let (slots, exporter) = slots_for(accounts);
+    Metrics::new(slots, &exporter, Duration::from_secs(3600))
+}
+
+/// The accounts' slots, each with a published snapshot, and the exporter's own metrics for them.
+fn slots_for(accounts: u32) -> (Vec<Arc<AccountSlot>>, ExporterMetrics) {
     let exchange = SimExchange::new(SimOptions::default());
     let spec = ScaleSpec { accounts, coin_ids: COINS.to_vec(), positions: 5, seed: 1 };
     let exporter = ExporterMetrics::new();
@@ -156,7 +164,7 @@ fn metrics_for(accounts: u32) -> Metrics {
             slot
         })
         .collect();
-    Metrics::new(slots, &exporter, Duration::from_secs(3600))
+    (slots, exporter)
 }
 
 fn series(text: &[u8]) -> u64 {
@@ -183,6 +191,19 @@ fn render(c: &mut Criterion) {
             });
         }
     }
+    // The accounts' snapshots alone, without the exporter's own metrics.
+    let exposition = SnapshotExposition::new(slots_for(1000).0, Duration::from_secs(3600));
+    let mut writer = TextWriter::reusing(Vec::new(), 0);
+    exposition.write(&mut writer);
+    let mut buffer = writer.into_bytes();
+    group.throughput(Throughput::Elements(series(&buffer)));
+    group.bench_function(BenchmarkId::new("snapshots_only", series(&buffer)), |b| {
+        b.iter(|| {
+            let mut writer = TextWriter::reusing(std::mem::take(&mut buffer), 0);
+            exposition.write(&mut writer);
+            buffer = writer.into_bytes();
+        })
+    });
     group.finish();
 }
 
