@@ -141,7 +141,10 @@ impl TextWriter {
         escape_into(&mut self.out, help, true);
         self.line(&["\n# TYPE ", name, " ", type_name, "\n"]);
         for (labels, value) in samples {
-            self.line(&[name, suffix]);
+            self.out.extend_from_slice(name.as_bytes());
+            if !suffix.is_empty() {
+                self.out.extend_from_slice(suffix.as_bytes());
+            }
             labels.write_braced(&mut self.out);
             self.out.push(b' ');
             write_value(&mut self.out, value);
