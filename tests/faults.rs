@@ -203,3 +203,26 @@ async fn many_accounts_never_exceed_the_weight_budget() {
     assert_eq!(stats.by_outcome.get("rate_limited"), None, "{stats:?}");
     assert_eq!(requests(&exporter.scrape().await, "rate_limited"), 0.0);
 }
+
+/// A scrape never waits for a poll: while the exchange holds a poll's request for 30 s, /metrics
+/// answers at once with the last snapshot's figures.
+#[tokio::test]
+async fn a_scrape_never_waits_for_a_poll_in_progress() {
+    let exchange = Exchange::start(SimOptions { weight_per_10s: None, ..SimOptions::default() }).await;
+    let exporter = Exporter::start(&exchange, &["--api.timeout", "60s"]);
+    let before = exporter.wait_up().await;
+    let hang = Duration::from_secs(30);
+    exchange.sim.inject_fault(Fault::Hang(hang), 1);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while exchange.sim.faults_pending() > 0 {
+        assert!(Instant::now() < deadline, "no poll reached the exchange");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let hung_at = Instant::now();
+    let during = exporter.scrape().await;
+    assert!(hung_at.elapsed() < hang, "the scrape waited for the hung poll");
+    assert_eq!(during.value("capi_up", &[]), Some(1.0));
+    let amount = |s: &Scrape| s.value("capi_collateral_amount", &[("coin_id", "2")]);
+    assert_eq!(amount(&during), amount(&before));
+    assert!(amount(&during).is_some());
+}

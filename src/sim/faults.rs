@@ -60,6 +60,11 @@ impl FaultQueue {
         }
         Some(fault)
     }
+
+    /// How many requests will still get an injected fault.
+    pub(crate) fn pending(&self) -> usize {
+        self.0.iter().map(|(_, left)| left).sum()
+    }
 }
 
 #[cfg(test)]

@@ -286,6 +286,11 @@ impl SimExchange {
         self.lock().faults.push(fault, times);
     }
 
+    /// How many requests will still get an injected fault: 0 once the last one has begun.
+    pub fn faults_pending(&self) -> usize {
+        self.lock().faults.pending()
+    }
+
     pub fn requests(&self) -> RequestStats {
         self.lock().stats.clone()
     }
