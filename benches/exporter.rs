@@ -1,6 +1,6 @@
 //! Criterion benches of the exporter's hot paths: decoding the exchange's answers, counting
-//! bills, and rendering `/metrics`. Run `cargo bench --bench exporter`; `cargo test` runs each
-//! once, so they cannot rot.
+//! bills, and rendering `/metrics`. Run `cargo bench --bench exporter`; `cargo test --all-targets`
+//! runs each once, so they cannot rot.
 //!
 //! The inputs come from the simulated exchange in scale mode (the same accounts `capi_sim`
 //! serves): 2 coins and 5 positions per account, plus bills of 12 business types per coin.
@@ -175,6 +175,9 @@ fn series(text: &[u8]) -> u64 {
 /// for the largest, into a fresh buffer, as after an idle second (the page faults of a 30 MB
 /// buffer are part of that cost).
 fn render(c: &mut Criterion) {
+    // As the exporter's main does: large buffers in their own mappings, back to the system when
+    // freed, so that a fresh buffer costs its page faults here as it does in the server.
+    capi_exporter::metrics::keep_large_buffers_out_of_the_heap();
     let mut group = c.benchmark_group("render");
     group.sample_size(20);
     // About 1k, 10k and 250k series: the cost per series should stay flat.

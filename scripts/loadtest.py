@@ -977,7 +977,18 @@ def machine(tools):
     except OSError:
         pass
     return {"cpu": model, "cores": os.cpu_count(), "kernel": platform.release(), "python": platform.python_version(),
-            "versions": versions}
+            "versions": versions, "revision": revision()}
+
+
+def revision():
+    """The commit the binaries were presumably built from, with '-dirty' when files differ from it."""
+    head = first_line(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"])
+    try:
+        status = subprocess.run(["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        status = ""
+    return head + ("-dirty" if status.strip() else "")
 
 
 def interrupt(signum, frame):
@@ -993,8 +1004,8 @@ def main():
     children = Children(logs)
     results = {"machine": machine(tools), "quick": args.quick, "wrk_seconds": args.seconds, "interval_s": args.interval}
     signal.signal(signal.SIGTERM, interrupt)
-    log(f"{results['machine']['cpu']}, {results['machine']['cores']} cores; binaries from {tools.exporter.parent}; "
-        f"work folder {work}")
+    log(f"{results['machine']['cpu']}, {results['machine']['cores']} cores; binaries from {tools.exporter.parent} "
+        f"(revision {results['machine']['revision']}); work folder {work}")
     log("versions: " + ", ".join(f"{k} {v}" for k, v in results["machine"]["versions"].items()))
     started = time.monotonic()
     broken = None

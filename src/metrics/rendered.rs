@@ -26,7 +26,6 @@ use tokio::time::Instant;
 /// process CPU and memory) is at most this old.
 pub const MAX_TIME_LAG: Duration = Duration::from_secs(1);
 
-#[derive(Debug)]
 pub struct Rendered {
     /// The publication count read before rendering began: every snapshot published up to it is in.
     publications: u64,
@@ -36,9 +35,24 @@ pub struct Rendered {
     gzip: OnceCell<Bytes>,
 }
 
+/// Leaves out the text, which can be tens of MB.
+impl std::fmt::Debug for Rendered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rendered")
+            .field("publications", &self.publications)
+            .field("bytes", &self.plain.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Rendered {
+    /// A rendering that began at `started`, when `publications` snapshots had been published,
+    /// and was finished just now.
     pub(super) fn new(publications: u64, started: Instant, plain: Vec<u8>) -> Self {
-        let finished = Instant::now();
+        Self::made(publications, started, Instant::now(), plain)
+    }
+
+    fn made(publications: u64, started: Instant, finished: Instant, plain: Vec<u8>) -> Self {
         Self { publications, started, finished, plain: Bytes::from(plain), gzip: OnceCell::new() }
     }
 
@@ -92,4 +106,50 @@ fn compress(bytes: &[u8]) -> Bytes {
     let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 8), flate2::Compression::fast());
     encoder.write_all(bytes).expect("writing to a Vec cannot fail");
     Bytes::from(encoder.finish().expect("writing to a Vec cannot fail"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Rendered from t0 to t0 + 40 ms, showing 5 publications.
+    fn rendering(t0: Instant) -> Rendered {
+        Rendered::made(5, t0, t0 + 40 * MS, b"capi_up 1\n# EOF\n".to_vec())
+    }
+
+    #[test]
+    fn a_rendering_serves_scrapes_that_arrive_before_the_next_publication() {
+        let t0 = Instant::now();
+        let rendered = rendering(t0);
+        assert!(rendered.serves(5, t0 + 500 * MS));
+        assert!(rendered.serves(4, t0 + 999 * MS));
+        assert!(!rendered.serves(5, t0 + 1001 * MS), "older than MAX_TIME_LAG");
+    }
+
+    #[test]
+    fn after_a_publication_it_serves_only_for_its_own_rendering_time() {
+        let t0 = Instant::now();
+        let rendered = rendering(t0);
+        assert_eq!(rendered.held_until(), t0 + 80 * MS);
+        assert!(rendered.serves(6, t0 + 80 * MS));
+        assert!(!rendered.serves(6, t0 + 81 * MS));
+    }
+
+    #[tokio::test]
+    async fn while_it_is_being_sent_it_serves_scrapes_up_to_the_time_lag() {
+        let t0 = Instant::now();
+        let rendered = rendering(t0);
+        let in_flight = rendered.plain();
+        assert!(rendered.serves(6, t0 + 900 * MS));
+        assert!(!rendered.serves(6, t0 + 1001 * MS));
+        drop(in_flight);
+        assert!(!rendered.serves(6, t0 + 900 * MS));
+
+        let compressed = rendered.gzip().await.unwrap();
+        assert!(rendered.serves(6, t0 + 900 * MS), "the gzip text is being sent");
+        drop(compressed);
+        assert!(!rendered.serves(6, t0 + 900 * MS));
+    }
 }

@@ -63,7 +63,7 @@ impl Pairs<'_> {
         self.first = false;
         self.out.extend_from_slice(name.as_bytes());
         self.out.extend_from_slice(b"=\"");
-        escape_into(self.out, value, false);
+        escape_into(self.out, value);
         self.out.push(b'"');
     }
 }
@@ -138,7 +138,7 @@ impl TextWriter {
             Kind::Counter => ("counter", "_total"),
         };
         self.line(&["# HELP ", name, " "]);
-        escape_into(&mut self.out, help, true);
+        escape_into(&mut self.out, help);
         self.line(&["\n# TYPE ", name, " ", type_name, "\n"]);
         for (labels, value) in samples {
             self.out.extend_from_slice(name.as_bytes());
@@ -171,11 +171,9 @@ impl std::fmt::Write for TextWriter {
     }
 }
 
-/// Label values escape backslash, double quote and newline; help text escapes backslash and
-/// newline (OpenMetrics also allows an escaped quote there, which Prometheus reads either way).
-fn escape_into(out: &mut Vec<u8>, text: &str, help: bool) {
-    let needs_escape = |b: &u8| matches!(b, b'\\' | b'\n') || (!help && *b == b'"');
-    if !text.as_bytes().iter().any(needs_escape) {
+/// Label values and help text escape backslash, double quote and newline, as OpenMetrics wants.
+fn escape_into(out: &mut Vec<u8>, text: &str) {
+    if !text.bytes().any(|b| matches!(b, b'\\' | b'\n' | b'"')) {
         out.extend_from_slice(text.as_bytes());
         return;
     }
@@ -183,7 +181,7 @@ fn escape_into(out: &mut Vec<u8>, text: &str, help: bool) {
         match byte {
             b'\\' => out.extend_from_slice(b"\\\\"),
             b'\n' => out.extend_from_slice(b"\\n"),
-            b'"' if !help => out.extend_from_slice(b"\\\""),
+            b'"' => out.extend_from_slice(b"\\\""),
             _ => out.push(byte),
         }
     }
@@ -211,7 +209,7 @@ mod tests {
 
     fn family<L: LabelSet>(kind: Kind, samples: Vec<(L, f64)>) -> String {
         let mut writer = TextWriter::default();
-        writer.family("capi_x", "Help with \\ and\nnewline", kind, samples);
+        writer.family("capi_x", "Help with \\, \"quotes\" and\nnewline", kind, samples);
         String::from_utf8(writer.into_bytes()).unwrap()
     }
 
@@ -220,7 +218,7 @@ mod tests {
         let labels = [("account", "a\"b\\c\nd"), ("coin", "USDT")];
         assert_eq!(
             family(Kind::Counter, vec![(labels, 3.0)]),
-            "# HELP capi_x Help with \\\\ and\\nnewline\n# TYPE capi_x counter\n\
+            "# HELP capi_x Help with \\\\, \\\"quotes\\\" and\\nnewline\n# TYPE capi_x counter\n\
              capi_x_total{account=\"a\\\"b\\\\c\\nd\",coin=\"USDT\"} 3\n"
         );
     }

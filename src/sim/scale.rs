@@ -6,6 +6,7 @@ use super::{Credentials, NewPosition, SimExchange};
 use rust_decimal::Decimal;
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 
 /// The accounts to create.
@@ -89,19 +90,30 @@ fn position(spec: &ScaleSpec, index: u32) -> NewPosition {
 pub fn write_account_files(dir: &Path, accounts: &[ScaleAccount]) -> std::io::Result<()> {
     let secrets = dir.join("secrets");
     std::fs::create_dir_all(&secrets)?;
+    std::fs::set_permissions(&secrets, std::fs::Permissions::from_mode(0o700))?;
     let mut yaml = String::from("accounts:\n");
     for account in accounts {
         let c = &account.credentials;
         let _ = writeln!(yaml, "  - name: {}\n    coin_ids: {:?}\n    credentials:", account.name, account.coin_ids);
         for (field, value) in [("api_key", &c.api_key), ("secret", &c.secret), ("passphrase", &c.passphrase)] {
             let path = secrets.join(format!("{}.{field}", account.name));
-            std::fs::write(&path, value)?;
-            let _ = writeln!(yaml, "      {field}: {{file: {}}}", path.display());
+            write_private(&path, value.as_bytes())?;
+            // A JSON string is a YAML double-quoted string: any path reads back as it is.
+            let quoted = serde_json::to_string(&path.to_string_lossy()).map_err(std::io::Error::other)?;
+            let _ = writeln!(yaml, "      {field}: {{file: {quoted}}}");
         }
     }
     std::fs::write(dir.join("accounts.yml"), yaml)?;
     let json = serde_json::to_vec_pretty(accounts).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join("credentials.json"), json)
+    write_private(&dir.join("credentials.json"), &json)
+}
+
+/// Writes a file only its owner can read: it holds (simulated) credentials.
+fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+    file.write_all(contents)
 }
 
 #[cfg(test)]
@@ -129,6 +141,11 @@ mod tests {
         assert_eq!(names, ["acct-0001", "acct-0002", "acct-0003"]);
         assert_eq!(parsed[2].coin_ids, [1, 2]);
         assert_eq!(parsed[2].credentials.api_key.expose(), key);
+        let mode = |name: &str| std::fs::metadata(dir.join(name)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(
+            (mode("credentials.json"), mode("secrets"), mode("secrets/acct-0001.secret")),
+            (0o600, 0o700, 0o600)
+        );
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

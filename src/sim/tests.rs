@@ -546,7 +546,7 @@ fn credentials_are_reproducible_and_debug_hides_the_secrets() {
 async fn a_bill_can_appear_while_the_account_answer_stays_the_same() {
     let (sim, client) = start(SimOptions::default()).await;
     let key = &client.credentials.api_key;
-    sim.add_bill(key, NewBill { visible_after: Duration::from_millis(200), ..usdt("deposit", 5) });
+    sim.add_bill(key, NewBill { visible_after: Duration::from_secs(3), ..usdt("deposit", 5) });
     let before = sim.account_json(key, 2);
     let items = |body: Value| body["items"].as_array().map_or(0, Vec::len);
     assert_eq!(items(client.bills("{}").await.json()), 0);
