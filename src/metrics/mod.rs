@@ -19,6 +19,7 @@ use rendered::{Rendered, MAX_TIME_LAG};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
+use tokio::sync::OwnedMutexGuard;
 use tokio::time::Instant;
 
 /// The Content-Type of [`Metrics::render`]'s output.
@@ -56,7 +57,7 @@ pub struct Metrics {
     /// The size of the last rendering, to allocate the next one at once.
     last_len: AtomicUsize,
     /// The latest rendering; locked while one is being made, so that it is made once.
-    latest: tokio::sync::Mutex<Option<Arc<Rendered>>>,
+    latest: Arc<tokio::sync::Mutex<Option<Arc<Rendered>>>>,
     /// The buffer of an earlier rendering no scrape holds any more, for the next one.
     spare: Mutex<Vec<u8>>,
 }
@@ -82,7 +83,7 @@ impl Metrics {
             snapshots,
             registry,
             last_len: AtomicUsize::new(0),
-            latest: tokio::sync::Mutex::new(None),
+            latest: Arc::new(tokio::sync::Mutex::new(None)),
             spare: Mutex::new(Vec::new()),
         }
     }
@@ -96,10 +97,19 @@ impl Metrics {
     pub async fn current(self: &Arc<Self>) -> Result<Arc<Rendered>, tokio::task::JoinError> {
         let arrived = Instant::now();
         let published = self.snapshots.publications();
-        let mut latest = self.latest.lock().await;
+        let latest = self.latest.clone().lock_owned().await;
         if let Some(rendered) = latest.as_ref().filter(|r| r.serves(published, arrived)) {
             return Ok(rendered.clone());
         }
+        // A task of its own renders and holds the lock to the end, even if this scrape is
+        // cancelled meanwhile: the next scrape then waits for that rendering, not beside it.
+        tokio::spawn(self.clone().render_into(latest)).await?
+    }
+
+    async fn render_into(
+        self: Arc<Self>,
+        mut latest: OwnedMutexGuard<Option<Arc<Rendered>>>,
+    ) -> Result<Arc<Rendered>, tokio::task::JoinError> {
         let (started, published) = (Instant::now(), self.snapshots.publications());
         let metrics = self.clone();
         let text = tokio::task::spawn_blocking(move || metrics.render()).await?;
@@ -107,7 +117,7 @@ impl Metrics {
         if let Some(buffer) = latest.replace(rendered.clone()).and_then(Rendered::into_buffer) {
             self.recycle(buffer);
         }
-        tokio::spawn(Self::expire(Arc::downgrade(self), Arc::downgrade(&rendered)));
+        tokio::spawn(Self::expire(Arc::downgrade(&self), Arc::downgrade(&rendered)));
         Ok(rendered)
     }
 
@@ -145,6 +155,7 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::future::Future;
 
     fn metrics() -> (Arc<Metrics>, Arc<AccountSlot>) {
         let slot = AccountSlot::new("main");
@@ -169,6 +180,20 @@ mod tests {
         let third = metrics.current().await.unwrap();
         assert!(!Arc::ptr_eq(&second, &third));
         assert!(text(&third).contains("capi_up{account=\"main\"} 1\n"), "{}", text(&third));
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_scrape_still_finishes_its_rendering_for_the_next() {
+        let (metrics, _) = metrics();
+        let mut scrape = Box::pin(metrics.current());
+        let first_poll = std::future::poll_fn(|cx| std::task::Poll::Ready(Future::poll(scrape.as_mut(), cx))).await;
+        assert!(first_poll.is_pending(), "the rendering runs in a task the scrape waits for");
+        drop(scrape);
+        // The test's runtime has one thread: this lets the rendering task begin.
+        tokio::task::yield_now().await;
+        let asked = Instant::now();
+        let next = metrics.current().await.unwrap();
+        assert!(next.started() < asked, "the next scrape rendered anew instead of waiting");
     }
 
     #[tokio::test]
