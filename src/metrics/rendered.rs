@@ -81,7 +81,8 @@ impl Rendered {
     }
 
     /// When rendering began.
-    pub fn started(&self) -> Instant {
+    #[cfg(test)]
+    pub(super) fn started(&self) -> Instant {
         self.started
     }
 
