@@ -128,7 +128,7 @@ impl Metrics {
         tokio::time::sleep(MAX_TIME_LAG).await;
         let Some(metrics) = metrics.upgrade() else { return };
         let mut latest = metrics.latest.lock().await;
-        if latest.as_ref().is_some_and(|latest| Weak::ptr_eq(&Arc::downgrade(latest), &rendered)) {
+        if latest.as_ref().is_some_and(|latest| std::ptr::eq(Arc::as_ptr(latest), rendered.as_ptr())) {
             *latest = None;
             metrics.recycle(Vec::new());
         }
