@@ -5,6 +5,7 @@
 //! The inputs come from the simulated exchange in scale mode (the same accounts `capi_sim`
 //! serves): 2 coins and 5 positions per account, plus bills of 12 business types per coin.
 
+use capi_exporter::api::json::JsonObject;
 use capi_exporter::api::model::{decode_account_info, decode_bill_page, Bill, BillPage, BUSINESS_TYPES};
 use capi_exporter::metrics::exposition::SnapshotExposition;
 use capi_exporter::metrics::text::TextWriter;
@@ -52,8 +53,7 @@ fn bill_page_answer(first_id: u64) -> Vec<u8> {
 }
 
 fn decode_page(bytes: &[u8]) -> BillPage {
-    let body: Value = serde_json::from_slice(bytes).unwrap();
-    decode_bill_page(&body, &mut Vec::new()).unwrap()
+    decode_bill_page(&JsonObject::parse(bytes).unwrap(), &mut Vec::new()).unwrap()
 }
 
 fn decode(c: &mut Criterion) {
@@ -61,10 +61,7 @@ fn decode(c: &mut Criterion) {
     let account = account_answer();
     group.throughput(Throughput::Bytes(account.len() as u64));
     group.bench_function("account_answer", |b| {
-        b.iter(|| {
-            let body: Value = serde_json::from_slice(black_box(&account)).unwrap();
-            decode_account_info(&body, &mut Vec::new()).unwrap()
-        })
+        b.iter(|| decode_account_info(&JsonObject::parse(black_box(&account)).unwrap(), &mut Vec::new()))
     });
     let page = bill_page_answer(686_960_019_383_517_338);
     group.throughput(Throughput::Bytes(page.len() as u64));
@@ -150,8 +147,8 @@ fn slots_for(accounts: u32) -> (Vec<Arc<AccountSlot>>, ExporterMetrics) {
         .map(|account| {
             exporter.add_account(&account.name);
             let coins = COINS.map(|coin| {
-                let body = exchange.account_json(&account.credentials.api_key, coin);
-                (coin, Arc::new(decode_account_info(&body, &mut Vec::new()).unwrap()))
+                let body = serde_json::to_vec(&exchange.account_json(&account.credentials.api_key, coin)).unwrap();
+                (coin, Arc::new(decode_account_info(&JsonObject::parse(&body).unwrap(), &mut Vec::new())))
             });
             let slot = AccountSlot::new(account.name);
             slot.publish(AccountSnapshot {

@@ -60,19 +60,19 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let clock = Arc::new(Clock::default());
     let ip_budget = Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget)));
     let client_settings = ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() };
-    let pollers: Vec<AccountPoller> = accounts
+    let pollers = accounts
         .into_iter()
         .zip(&slots)
         .map(|(account, slot)| {
             exporter_metrics.add_account(&account.name);
             let polled = PolledAccount {
-                client: Client::new(http.clone(), client_settings.clone(), account.credentials, clock.clone()),
+                client: Client::new(http.clone(), client_settings.clone(), account.credentials, clock.clone())?,
                 coin_ids: account.coin_ids,
                 budget: AccountBudget::new(ip_budget.clone(), config.uid_weight_budget),
             };
-            AccountPoller::new(polled, settings.clone(), slot.clone(), exporter_metrics.clone(), store.clone())
+            Ok(AccountPoller::new(polled, settings.clone(), slot.clone(), exporter_metrics.clone(), store.clone()))
         })
-        .collect();
+        .collect::<Result<Vec<AccountPoller>, ApiError>>()?;
     let listener = tokio::net::TcpListener::bind(config.listen_address)
         .await
         .map_err(|error| RunError::Listen { address: config.listen_address, error })?;

@@ -6,6 +6,7 @@
 #[path = "../fuzz/src/entries.rs"]
 mod entries;
 
+use capi_exporter::api::json::JsonObject;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
 
@@ -81,14 +82,18 @@ fn web_config() {
 #[test]
 fn seeds_reach_past_the_parsers() {
     let seeds = |target: &str| inputs(&Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus").join(target));
-    let json = |path: &PathBuf| serde_json::from_slice::<serde_json::Value>(&std::fs::read(path).unwrap()).unwrap();
     for path in seeds("bill_page") {
-        let page = capi_exporter::api::model::decode_bill_page(&json(&path), &mut Vec::new());
+        let bytes = std::fs::read(&path).unwrap();
+        let object = JsonObject::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let page = capi_exporter::api::model::decode_bill_page(&object, &mut Vec::new());
         assert!(page.is_ok(), "{}", path.display());
     }
     for path in seeds("account_info") {
-        let info = capi_exporter::api::model::decode_account_info(&json(&path), &mut Vec::new());
-        assert!(info.is_ok(), "{}", path.display());
+        let bytes = std::fs::read(&path).unwrap();
+        let object = JsonObject::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        // Any object decodes; the seeds are there to reach the records.
+        let info = capi_exporter::api::model::decode_account_info(&object, &mut Vec::new());
+        assert!(info.account.is_some() || path.ends_with("empty.json"), "{}", path.display());
     }
     let documented =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/accounts_yaml/documented.yml"))

@@ -4,11 +4,11 @@ use super::clock::{local_now_ms, Clock};
 use super::credentials::Credentials;
 use super::error::ApiError;
 use super::fields::DecodeProblem;
+use super::json::{JsonObject, Scalar};
 use super::model::{decode_account_info, decode_bill_page, AccountInfo, BillPage};
 use super::sign::sign;
 use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, DATE, RETRY_AFTER};
 use serde::Serialize;
-use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -31,6 +31,20 @@ impl Endpoint {
         match self {
             Endpoint::Bills => "bills",
             Endpoint::Account => "account",
+        }
+    }
+
+    fn path(self) -> &'static str {
+        match self {
+            Endpoint::Bills => BILLS_PATH,
+            Endpoint::Account => ACCOUNT_PATH,
+        }
+    }
+
+    fn method(self) -> reqwest::Method {
+        match self {
+            Endpoint::Bills => reqwest::Method::POST,
+            Endpoint::Account => reqwest::Method::GET,
         }
     }
 }
@@ -58,6 +72,23 @@ pub struct Answer<T> {
     pub problems: Vec<DecodeProblem>,
 }
 
+/// An endpoint and how to read its answer: the top-level fields of which the answer holds at
+/// least one, and the decoder of its records.
+struct AnswerFormat<T> {
+    endpoint: Endpoint,
+    expected: &'static [&'static str],
+    decode: fn(&JsonObject<'_>, &mut Vec<DecodeProblem>) -> Result<T, &'static str>,
+}
+
+const ACCOUNT_ANSWER: AnswerFormat<AccountInfo> = AnswerFormat {
+    endpoint: Endpoint::Account,
+    expected: &["account", "collateral", "position"],
+    decode: |body, problems| Ok(decode_account_info(body, problems)),
+};
+
+const BILL_ANSWER: AnswerFormat<BillPage> =
+    AnswerFormat { endpoint: Endpoint::Bills, expected: &["items", "hasNextPage"], decode: decode_bill_page };
+
 /// Where and how to reach the exchange.
 #[derive(Debug, Clone)]
 pub struct ClientSettings {
@@ -72,14 +103,28 @@ pub struct ClientSettings {
 pub struct Client {
     http: reqwest::Client,
     settings: ClientSettings,
+    /// The endpoints' addresses, parsed once rather than for every request.
+    bills_url: reqwest::Url,
+    account_url: reqwest::Url,
     credentials: Credentials,
     clock: Arc<Clock>,
 }
 
 impl Client {
     /// `clock` is shared by every client of the same exchange.
-    pub fn new(http: reqwest::Client, settings: ClientSettings, credentials: Credentials, clock: Arc<Clock>) -> Self {
-        Self { http, settings, credentials, clock }
+    pub fn new(
+        http: reqwest::Client,
+        settings: ClientSettings,
+        credentials: Credentials,
+        clock: Arc<Clock>,
+    ) -> Result<Self, ApiError> {
+        let url = |path: &str| {
+            reqwest::Url::parse(&format!("{}{path}", settings.base_url)).map_err(|e| {
+                ApiError::Transport(format!("the exchange address {:?} is not a URL: {e}", settings.base_url))
+            })
+        };
+        let (bills_url, account_url) = (url(BILLS_PATH)?, url(ACCOUNT_PATH)?);
+        Ok(Self { http, settings, bills_url, account_url, credentials, clock })
     }
 
     /// The exchange's clock as estimated so far.
@@ -100,42 +145,42 @@ impl Client {
     /// `GET /capi/v2/account/account?coinId=N`.
     pub async fn account(&self, coin_id: u64) -> Result<Answer<AccountInfo>, ApiError> {
         let query = format!("coinId={coin_id}");
-        let body = self.send(reqwest::Method::GET, ACCOUNT_PATH, &query, Vec::new()).await?;
-        decode_with(&body, &["account", "collateral", "position"], decode_account_info)
+        self.send(&ACCOUNT_ANSWER, &query, Vec::new()).await
     }
 
     /// `POST /capi/v2/account/bills`.
     pub async fn bills(&self, query: &BillQuery) -> Result<Answer<BillPage>, ApiError> {
         let body = serde_json::to_vec(query).map_err(|e| ApiError::Decode(e.to_string()))?;
-        let answer = self.send(reqwest::Method::POST, BILLS_PATH, "", body).await?;
-        decode_with(&answer, &["items", "hasNextPage"], decode_bill_page)
+        self.send(&BILL_ANSWER, "", body).await
     }
 
-    /// Signs and sends one request, returning the body of a successful answer. An answer that
-    /// rejects the timestamp (40008) and tells the exchange's time corrects the clock, so that
-    /// the caller's next attempt is signed right.
-    async fn send(&self, method: reqwest::Method, path: &str, query: &str, body: Vec<u8>) -> Result<Value, ApiError> {
+    /// Signs and sends one request, returning the decoded records of a successful answer. An
+    /// answer that rejects the timestamp (40008) and tells the exchange's time corrects the
+    /// clock, so that the caller's next attempt is signed right.
+    async fn send<T>(&self, format: &AnswerFormat<T>, query: &str, body: Vec<u8>) -> Result<Answer<T>, ApiError> {
         let sent_ms = local_now_ms();
-        let result = self.send_signed(method, path, query, body).await;
+        let result = self.send_signed(format, query, body).await;
         if let Some(server_ms) = result.as_ref().err().and_then(ApiError::clock_skew_server_time) {
             self.clock.correct(server_ms, sent_ms, local_now_ms());
         }
         result
     }
 
-    async fn send_signed(
+    async fn send_signed<T>(
         &self,
-        method: reqwest::Method,
-        path: &str,
+        format: &AnswerFormat<T>,
         query: &str,
         body: Vec<u8>,
-    ) -> Result<Value, ApiError> {
+    ) -> Result<Answer<T>, ApiError> {
+        let (method, path) = (format.endpoint.method(), format.endpoint.path());
         let timestamp = self.clock.now_ms().to_string();
         let signature = sign(self.credentials.secret.expose(), &timestamp, method.as_str(), path, query, &body);
-        let mut url = format!("{}{}", self.settings.base_url, path);
+        let mut url = match format.endpoint {
+            Endpoint::Bills => self.bills_url.clone(),
+            Endpoint::Account => self.account_url.clone(),
+        };
         if !query.is_empty() {
-            url.push('?');
-            url.push_str(query);
+            url.set_query(Some(query));
         }
         let headers = self.headers(&timestamp, &signature)?;
         let response = self
@@ -150,7 +195,7 @@ impl Client {
         let retry_after = retry_after(response.headers());
         let date_ms = date_ms(response.headers());
         let bytes = response.bytes().await.map_err(|e| self.transport_error(&e))?;
-        interpret(status.as_u16(), retry_after, date_ms, &bytes)
+        decode_with(interpret(status.as_u16(), retry_after, date_ms, &bytes)?, format)
     }
 
     fn headers(&self, timestamp: &str, signature: &str) -> Result<HeaderMap, ApiError> {
@@ -181,18 +226,25 @@ impl Client {
     }
 }
 
-/// Turns a complete HTTP answer into a JSON body or the error it carries.
-fn interpret(status: u16, retry_after: Option<Duration>, date_ms: Option<i64>, body: &[u8]) -> Result<Value, ApiError> {
+/// Turns a complete HTTP answer into its JSON object or the error it carries.
+fn interpret(
+    status: u16,
+    retry_after: Option<Duration>,
+    date_ms: Option<i64>,
+    body: &[u8],
+) -> Result<JsonObject<'_>, ApiError> {
     if status == 429 {
         return Err(ApiError::RateLimited { retry_after });
     }
-    let json: Option<Value> = serde_json::from_slice(body).ok();
+    let json = JsonObject::parse(body).ok();
     if let Some(error) = json.as_ref().and_then(|json| exchange_error(json, date_ms)) {
         return Err(error);
     }
     match (status, json) {
         (200..=299, Some(json)) => Ok(json),
-        (200..=299, None) => Err(ApiError::Decode(format!("not JSON ({} bytes): {}", body.len(), snippet(body)))),
+        (200..=299, None) => {
+            Err(ApiError::Decode(format!("not a JSON object ({} bytes): {}", body.len(), snippet(body))))
+        }
         (status, _) => Err(ApiError::Http { status, snippet: snippet(body) }),
     }
 }
@@ -201,33 +253,31 @@ fn interpret(status: u16, retry_after: Option<Duration>, date_ms: Option<i64>, b
 /// string or a number. Success bodies never carry a `code`, so its presence alone marks an error
 /// unless it is one of the usual "OK" codes some gateways add. The exchange's time comes from
 /// `requestTime` (milliseconds) or else the `Date` header (seconds).
-fn exchange_error(json: &Value, date_ms: Option<i64>) -> Option<ApiError> {
-    let object = json.as_object()?;
-    let code = match object.get("code")? {
-        Value::String(s) => s.clone(),
-        Value::Number(n) => n.to_string(),
+fn exchange_error(object: &JsonObject<'_>, date_ms: Option<i64>) -> Option<ApiError> {
+    let code = match object.get("code")?.scalar() {
+        Scalar::Text(s) => s.into_owned(),
+        Scalar::Number(n) => n.to_owned(),
         _ => return None,
     };
     if matches!(code.as_str(), "0" | "00000" | "200") {
         return None;
     }
-    let message = object.get("msg").and_then(Value::as_str).unwrap_or_default();
+    let message = match object.get("msg").map(|m| m.scalar()) {
+        Some(Scalar::Text(message)) => one_line(&message, 200),
+        _ => String::new(),
+    };
     let request_time = object.get("requestTime").and_then(|t| super::fields::integer(t).ok());
-    Some(ApiError::Exchange { code, message: one_line(message, 200), server_time_ms: request_time.or(date_ms) })
+    Some(ApiError::Exchange { code, message, server_time_ms: request_time.or(date_ms) })
 }
 
-/// Decodes a JSON answer whose top level must hold at least one of `expected`.
-fn decode_with<T>(
-    body: &Value,
-    expected: &[&str],
-    decode: fn(&Value, &mut Vec<DecodeProblem>) -> Result<T, &'static str>,
-) -> Result<Answer<T>, ApiError> {
-    let has_expected = body.as_object().is_some_and(|o| expected.iter().any(|k| o.contains_key(*k)));
-    if !has_expected {
+/// Decodes an answer whose top level must hold at least one of the format's fields.
+fn decode_with<T>(body: JsonObject<'_>, format: &AnswerFormat<T>) -> Result<Answer<T>, ApiError> {
+    let expected = format.expected;
+    if !expected.iter().any(|k| body.contains_key(k)) {
         return Err(ApiError::Decode(format!("none of the fields {expected:?} in the answer")));
     }
     let mut problems = Vec::new();
-    let value = decode(body, &mut problems).map_err(|e| ApiError::Decode(e.to_string()))?;
+    let value = (format.decode)(&body, &mut problems).map_err(|e| ApiError::Decode(e.to_string()))?;
     Ok(Answer { value, problems })
 }
 
@@ -298,11 +348,12 @@ mod tests {
         let truncated = interpret(200, None, None, br#"{"hasNextPage":false,"ite"#);
         assert!(matches!(truncated, Err(ApiError::Decode(_))));
         assert!(interpret(200, None, None, br#"{"code":"00000","items":[]}"#).is_ok());
+        assert!(matches!(interpret(200, None, None, b"[]"), Err(ApiError::Decode(_))));
     }
 
     #[test]
     fn an_answer_without_the_expected_fields_is_a_decode_error() {
-        let body = serde_json::json!({"something": 1});
-        assert!(matches!(decode_with(&body, &["items"], decode_bill_page), Err(ApiError::Decode(_))));
+        let body = JsonObject::parse(br#"{"something": 1}"#).unwrap();
+        assert!(matches!(decode_with(body, &BILL_ANSWER), Err(ApiError::Decode(_))));
     }
 }

@@ -5,8 +5,8 @@
 //! cannot be read is recorded as a [`DecodeProblem`] and left empty: one bad field never throws
 //! away the record or the response around it.
 
+use super::json::{Json, JsonObject, Scalar};
 use rust_decimal::Decimal;
-use serde_json::{Map, Value};
 use std::str::FromStr;
 
 /// One field that was present but could not be read.
@@ -36,13 +36,13 @@ pub enum Unit {
 /// A value type that a record field can hold.
 pub trait FieldValue: Sized {
     const UNIT: Unit;
-    fn decode(value: &Value) -> Result<Self, &'static str>;
+    fn decode(value: Json<'_>) -> Result<Self, &'static str>;
     fn as_f64(&self) -> f64;
 }
 
 impl FieldValue for Decimal {
     const UNIT: Unit = Unit::Plain;
-    fn decode(value: &Value) -> Result<Self, &'static str> {
+    fn decode(value: Json<'_>) -> Result<Self, &'static str> {
         decimal(value)
     }
     fn as_f64(&self) -> f64 {
@@ -66,13 +66,13 @@ pub fn decimal_to_f64(value: Decimal) -> f64 {
 
 impl FieldValue for bool {
     const UNIT: Unit = Unit::Boolean;
-    fn decode(value: &Value) -> Result<Self, &'static str> {
-        match value {
-            Value::Bool(b) => Ok(*b),
-            Value::String(s) if s.eq_ignore_ascii_case("true") => Ok(true),
-            Value::String(s) if s.eq_ignore_ascii_case("false") => Ok(false),
-            Value::Number(n) if n.to_string() == "0" => Ok(false),
-            Value::Number(n) if n.to_string() == "1" => Ok(true),
+    fn decode(value: Json<'_>) -> Result<Self, &'static str> {
+        match value.scalar() {
+            Scalar::Bool(b) => Ok(b),
+            Scalar::Text(s) if s.eq_ignore_ascii_case("true") => Ok(true),
+            Scalar::Text(s) if s.eq_ignore_ascii_case("false") => Ok(false),
+            Scalar::Number("0") => Ok(false),
+            Scalar::Number("1") => Ok(true),
             _ => Err("not a boolean"),
         }
     }
@@ -87,7 +87,7 @@ pub struct Millis(pub i64);
 
 impl FieldValue for Millis {
     const UNIT: Unit = Unit::TimestampMillis;
-    fn decode(value: &Value) -> Result<Self, &'static str> {
+    fn decode(value: Json<'_>) -> Result<Self, &'static str> {
         integer(value).map(Millis)
     }
     fn as_f64(&self) -> f64 {
@@ -101,7 +101,7 @@ pub struct DurationMillis(pub i64);
 
 impl FieldValue for DurationMillis {
     const UNIT: Unit = Unit::DurationMillis;
-    fn decode(value: &Value) -> Result<Self, &'static str> {
+    fn decode(value: Json<'_>) -> Result<Self, &'static str> {
         integer(value).map(DurationMillis)
     }
     fn as_f64(&self) -> f64 {
@@ -109,14 +109,13 @@ impl FieldValue for DurationMillis {
     }
 }
 
-/// Decimal text (or a JSON number, kept exact by serde_json's `arbitrary_precision`).
-pub fn decimal(value: &Value) -> Result<Decimal, &'static str> {
-    let text = match value {
-        Value::String(s) => s.trim(),
-        Value::Number(n) => return parse_decimal(&n.to_string()),
-        _ => return Err("not a decimal"),
-    };
-    parse_decimal(text)
+/// Decimal text or a JSON number, from its exact digits.
+pub fn decimal(value: Json<'_>) -> Result<Decimal, &'static str> {
+    match value.scalar() {
+        Scalar::Text(s) => parse_decimal(s.trim()),
+        Scalar::Number(n) => parse_decimal(n),
+        _ => Err("not a decimal"),
+    }
 }
 
 fn parse_decimal(text: &str) -> Result<Decimal, &'static str> {
@@ -124,20 +123,20 @@ fn parse_decimal(text: &str) -> Result<Decimal, &'static str> {
 }
 
 /// A whole number, from a JSON integer or digit text; never through a float.
-pub fn integer(value: &Value) -> Result<i64, &'static str> {
-    match value {
-        Value::Number(n) => n.as_i64().ok_or("not an integer"),
-        Value::String(s) => s.trim().parse().map_err(|_| "not an integer"),
+pub fn integer(value: Json<'_>) -> Result<i64, &'static str> {
+    match value.scalar() {
+        Scalar::Number(n) => n.parse().map_err(|_| "not an integer"),
+        Scalar::Text(s) => s.trim().parse().map_err(|_| "not an integer"),
         _ => Err("not an integer"),
     }
 }
 
 /// Identifier or label text: strings as they are, integers as their exact digits.
-pub fn text(value: &Value) -> Result<String, &'static str> {
-    match value {
-        Value::String(s) => Ok(s.clone()),
-        Value::Number(n) if is_integer_text(&n.to_string()) => Ok(n.to_string()),
-        Value::Bool(b) => Ok(b.to_string()),
+pub fn text(value: Json<'_>) -> Result<String, &'static str> {
+    match value.scalar() {
+        Scalar::Text(s) => Ok(s.into_owned()),
+        Scalar::Number(n) if is_integer_text(n) => Ok(n.to_owned()),
+        Scalar::Bool(b) => Ok(b.to_string()),
         _ => Err("not text"),
     }
 }
@@ -148,25 +147,24 @@ fn is_integer_text(s: &str) -> bool {
 }
 
 /// Reads the fields of one JSON object, collecting problems instead of failing.
-pub struct FieldReader<'a> {
-    object: &'a Map<String, Value>,
+pub struct FieldReader<'r, 'a> {
+    object: &'r JsonObject<'a>,
     record: &'static str,
-    problems: &'a mut Vec<DecodeProblem>,
+    problems: &'r mut Vec<DecodeProblem>,
 }
 
-impl<'a> FieldReader<'a> {
-    pub fn new(object: &'a Map<String, Value>, record: &'static str, problems: &'a mut Vec<DecodeProblem>) -> Self {
+impl<'r, 'a> FieldReader<'r, 'a> {
+    pub fn new(object: &'r JsonObject<'a>, record: &'static str, problems: &'r mut Vec<DecodeProblem>) -> Self {
         Self { object, record, problems }
     }
 
     /// The raw value of the first of `names` that is present and not null.
-    pub fn raw<'n>(&self, names: &[&'n str]) -> Option<(&'a Value, &'n str)> {
-        let object: &'a Map<String, Value> = self.object;
-        names.iter().find_map(|name| object.get(*name).filter(|v| !v.is_null()).map(|v| (v, *name)))
+    pub fn raw<'n>(&self, names: &[&'n str]) -> Option<(Json<'a>, &'n str)> {
+        names.iter().find_map(|name| self.object.get(name).filter(|v| !v.is_null()).map(|v| (v, *name)))
     }
 
     /// Decodes a field that may be spelled several ways; absent or null gives `None` silently.
-    pub fn read<T>(&mut self, names: &[&str], decode: impl Fn(&'a Value) -> Result<T, &'static str>) -> Option<T> {
+    pub fn read<T>(&mut self, names: &[&str], decode: impl Fn(Json<'a>) -> Result<T, &'static str>) -> Option<T> {
         let (value, name) = self.raw(names)?;
         match decode(value) {
             Ok(v) => Some(v),
@@ -187,12 +185,12 @@ impl<'a> FieldReader<'a> {
     }
 
     /// A nested object; anything else but absence or null is a problem.
-    pub fn object(&mut self, name: &str) -> Option<&'a Map<String, Value>> {
-        self.read(&[name], |v| v.as_object().ok_or("not an object"))
+    pub fn object(&mut self, name: &str) -> Option<JsonObject<'a>> {
+        self.read(&[name], |v| v.object().ok_or("not an object"))
     }
 
-    pub fn array(&mut self, name: &str) -> Option<&'a Vec<Value>> {
-        self.read(&[name], |v| v.as_array().ok_or("not an array"))
+    pub fn array(&mut self, name: &str) -> Option<Vec<Json<'a>>> {
+        self.read(&[name], |v| v.array().ok_or("not an array"))
     }
 
     pub fn problem(&mut self, field: String, detail: &'static str) {
@@ -242,7 +240,7 @@ macro_rules! record {
             ];
 
             pub fn decode(
-                object: &serde_json::Map<String, serde_json::Value>,
+                object: &$crate::api::json::JsonObject<'_>,
                 problems: &mut Vec<$crate::api::fields::DecodeProblem>,
             ) -> Self {
                 #[allow(unused_mut)]
@@ -260,16 +258,21 @@ pub(crate) use record;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+
+    /// Decodes one field's JSON text with `decode`.
+    fn read<T>(text: &str, decode: fn(Json<'_>) -> Result<T, &'static str>) -> Result<T, &'static str> {
+        decode(Json::parse(text.as_bytes()).unwrap())
+    }
 
     #[test]
     fn decimals_come_from_text_or_exact_json_numbers() {
-        assert_eq!(decimal(&json!("-0.0031")), Ok(Decimal::from_str("-0.0031").unwrap()));
-        let parsed: Value = serde_json::from_str("0.1000000000000000055511").unwrap();
-        assert_eq!(decimal(&parsed).unwrap().to_string(), "0.1000000000000000055511");
-        assert_eq!(decimal(&json!("1e-3")).unwrap().to_string(), "0.001");
-        assert_eq!(decimal(&json!("abc")), Err("not a decimal"));
-        assert_eq!(decimal(&json!(true)), Err("not a decimal"));
+        assert_eq!(read(r#""-0.0031""#, decimal), Ok(Decimal::from_str("-0.0031").unwrap()));
+        assert_eq!(read("0.1000000000000000055511", decimal).unwrap().to_string(), "0.1000000000000000055511");
+        assert_eq!(read(r#""1e-3""#, decimal).unwrap().to_string(), "0.001");
+        assert_eq!(read("1E-3", decimal).unwrap().to_string(), "0.001");
+        assert_eq!(read(r#"" 2.5 ""#, decimal), Ok(Decimal::from_str("2.5").unwrap()));
+        assert_eq!(read(r#""abc""#, decimal), Err("not a decimal"));
+        assert_eq!(read("true", decimal), Err("not a decimal"));
     }
 
     #[test]
@@ -288,24 +291,35 @@ mod tests {
 
     #[test]
     fn ids_above_two_to_the_53_keep_every_digit() {
-        let parsed: Value = serde_json::from_str("686960019383517339").unwrap();
-        assert_eq!(text(&parsed).unwrap(), "686960019383517339");
-        let huge: Value = serde_json::from_str("123456789012345678901234567890").unwrap();
-        assert_eq!(text(&huge).unwrap(), "123456789012345678901234567890");
-        assert_eq!(text(&json!(1.5)), Err("not text"));
+        assert_eq!(read("686960019383517339", text).unwrap(), "686960019383517339");
+        assert_eq!(read("123456789012345678901234567890", text).unwrap(), "123456789012345678901234567890");
+        assert_eq!(read(r#""cmt_btcusdt""#, text).unwrap(), "cmt_btcusdt");
+        assert_eq!(read("1.5", text), Err("not text"));
+        assert_eq!(read("[1]", text), Err("not text"));
     }
 
     #[test]
     fn integers_never_go_through_floats() {
-        assert_eq!(integer(&json!("1713339011237")), Ok(1713339011237));
-        assert_eq!(integer(&json!(1713339011237_i64)), Ok(1713339011237));
-        assert_eq!(integer(&json!(1.5)), Err("not an integer"));
-        assert_eq!(integer(&json!("12a")), Err("not an integer"));
+        assert_eq!(read(r#""1713339011237""#, integer), Ok(1713339011237));
+        assert_eq!(read("1713339011237", integer), Ok(1713339011237));
+        assert_eq!(read("1.5", integer), Err("not an integer"));
+        assert_eq!(read("1e3", integer), Err("not an integer"));
+        assert_eq!(read(r#""12a""#, integer), Err("not an integer"));
+    }
+
+    #[test]
+    fn booleans_come_as_json_text_or_zero_and_one() {
+        assert_eq!(read("true", bool::decode), Ok(true));
+        assert_eq!(read(r#""False""#, bool::decode), Ok(false));
+        assert_eq!(read("1", bool::decode), Ok(true));
+        assert_eq!(read("0", bool::decode), Ok(false));
+        assert_eq!(read("2", bool::decode), Err("not a boolean"));
+        assert_eq!(read(r#""yes""#, bool::decode), Err("not a boolean"));
     }
 
     #[test]
     fn a_bad_field_is_a_problem_and_the_others_survive() {
-        let object = json!({"a": "1.5", "b": "oops", "c": null}).as_object().unwrap().clone();
+        let object = JsonObject::parse(br#"{"a": "1.5", "b": "oops", "c": null}"#).unwrap();
         let mut problems = Vec::new();
         let mut reader = FieldReader::new(&object, "test", &mut problems);
         assert_eq!(reader.value::<Decimal>("a"), Some(Decimal::from_str("1.5").unwrap()));

@@ -5,6 +5,7 @@ pub mod clock;
 pub mod credentials;
 pub mod error;
 pub mod fields;
+pub mod json;
 pub mod model;
 pub mod sign;
 
