@@ -6,7 +6,7 @@ use crate::config::{AccountConfig, Accounts, Config};
 use crate::metrics::{AccountSlot, ExporterMetrics, Metrics};
 use crate::poller::budget::{self, AccountBudget, WeightWindow};
 use crate::poller::state::StateStore;
-use crate::poller::{AccountPoller, PollSettings, PolledAccount};
+use crate::poller::{start_delay, AccountPoller, PollSettings, PolledAccount};
 use crate::server::{app, AppState};
 use crate::sim::{SimExchange, SimOptions};
 use crate::web;
@@ -91,9 +91,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let mut running = JoinSet::new();
     let count = pollers.len();
     for (index, poller) in pollers.into_iter().enumerate() {
-        // Spread the accounts over the interval instead of querying all of them at once.
-        let start_delay = settings.interval.mul_f64(index as f64 / count as f64);
-        running.spawn(poller.run(start_delay, stopped.clone()));
+        running.spawn(poller.run(start_delay(index, count, settings.interval), stopped.clone()));
     }
 
     let state = AppState { metrics, slots: slots.into(), telemetry_path: config.telemetry_path.clone() };
