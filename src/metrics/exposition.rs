@@ -8,15 +8,12 @@
 use super::snapshot::{AccountSlot, AccountSnapshot};
 use super::text::{Kind, RenderedLabels, TextWriter};
 use crate::api::clock::local_now_ms;
-use crate::api::fields::{decimal_to_f64, NumericField, Unit};
+use crate::api::fields::{NumericField, Unit};
 use crate::api::model::{Account, AccountInfo};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
-use std::collections::HashSet;
+use rust_decimal::Decimal;
 use std::sync::Arc;
 use std::time::Duration;
-
-/// The labels of one row: borrowed from the snapshot, so a scrape allocates no label text.
-type Labels<'a> = Vec<(&'static str, &'a str)>;
 
 const UP_HELP: &str = "Whether every request of the account's last poll succeeded (1) or not (0). The exchange \
      API is rate-limited, so the exporter polls it in the background every --poll.interval and \
@@ -55,7 +52,7 @@ impl SnapshotExposition {
         let now_ms = local_now_ms();
         let oldest_ms = now_ms - self.max_age.as_millis() as i64;
         let snapshots: Vec<View> =
-            snapshots.into_iter().map(|(name, snapshot)| View { name, snapshot, oldest_ms }).collect();
+            snapshots.into_iter().map(|(name, snapshot)| View::new(name, snapshot, oldest_ms)).collect();
         encode_data_age(encoder, &snapshots, now_ms);
         encode_account(encoder, &snapshots);
         encode_collateral(encoder, &snapshots);
@@ -67,11 +64,17 @@ impl SnapshotExposition {
 /// One account's latest snapshot, and what counts as fresh in it at this scrape.
 struct View<'a> {
     name: &'a str,
+    /// `{account="..."`, written once for all the account's series.
+    account: RenderedLabels,
     snapshot: &'a AccountSnapshot,
     oldest_ms: i64,
 }
 
 impl<'a> View<'a> {
+    fn new(name: &'a str, snapshot: &'a AccountSnapshot, oldest_ms: i64) -> Self {
+        Self { name, account: RenderedLabels::new(&[("account", name)]), snapshot, oldest_ms }
+    }
+
     fn coins(&self) -> impl Iterator<Item = (u64, &'a AccountInfo)> {
         self.snapshot.fresh_coins(self.oldest_ms)
     }
@@ -84,9 +87,10 @@ impl<'a> View<'a> {
 /// How old each coin's figures are, whether or not they are still shown.
 fn encode_data_age(encoder: &mut TextWriter, snapshots: &[View], now_ms: i64) {
     let ages = snapshots.iter().flat_map(|view| {
-        view.snapshot.fetched_at_ms.iter().map(move |(coin, at)| {
-            (([("account", view.name)], [("coin_id", coin.to_string())]), (now_ms - at) as f64 / 1000.0)
-        })
+        view.snapshot
+            .fetched_at_ms
+            .iter()
+            .map(move |(coin, at)| ((&view.account, [("coin_id", coin.to_string())]), (now_ms - at) as f64 / 1000.0))
     });
     encoder.family("capi_data_age_seconds",
         "Time since the account's figures for this coin were last fetched; beyond --data.max-age they are withdrawn from /metrics",
@@ -96,15 +100,14 @@ fn encode_data_age(encoder: &mut TextWriter, snapshots: &[View], now_ms: i64) {
 }
 
 fn encode_account(encoder: &mut TextWriter, snapshots: &[View]) {
-    let accounts: Vec<_> = snapshots.iter().filter_map(|view| view.account().map(|a| (view.name, a))).collect();
+    let accounts: Vec<_> = snapshots.iter().filter_map(|view| view.account().map(|a| (&view.account, a))).collect();
     let rows: Vec<(RenderedLabels, &AccountFields)> =
-        accounts.iter().map(|(name, a)| (RenderedLabels::new(&[("account", *name)]), &a.fields)).collect();
+        accounts.iter().map(|(account, a)| ((*account).clone(), &a.fields)).collect();
     write_record_fields(encoder, "capi_account", AccountFields::NUMERIC_FIELDS, &rows);
 
-    let info = accounts.iter().map(|(name, a)| {
+    let info = accounts.iter().map(|(account, a)| {
         let f = &a.fields;
         let labels = [
-            ("account", *name),
             ("account_id", text(&f.id)),
             ("user_id", text(&f.user_id)),
             ("client_account_id", text(&f.client_account_id)),
@@ -112,14 +115,14 @@ fn encode_account(encoder: &mut TextWriter, snapshots: &[View]) {
             ("extra_type", text(&f.extra_type)),
             ("extra_data_json", text(&f.extra_data_json)),
         ];
-        (labels, 1.0)
+        ((*account, labels), 1.0)
     });
     encoder.family("capi_account_info", "Text fields of the account record; value 1", Kind::Gauge, info);
 
     let versions = snapshots.iter().flat_map(|view| {
         view.coins().filter_map(move |(coin, info)| {
-            let version = decimal_to_f64(info.version?);
-            Some((([("account", view.name)], [("coin_id", coin.to_string())]), version))
+            let version = info.version?;
+            Some(((&view.account, [("coin_id", coin.to_string())]), version))
         })
     });
     encoder.family("capi_account_version", "The account query's version value, per coin", Kind::Gauge, versions);
@@ -152,25 +155,27 @@ const FEE_GROUPS: [FeeGroup; 6] = [
 
 /// Per-contract fee settings as `capi_account_<group>{contract_id}` and the default setting,
 /// when present, as `capi_account_default_<group>`.
-fn encode_fee_settings(encoder: &mut TextWriter, accounts: &[(&str, &crate::api::model::Account)]) {
+fn encode_fee_settings(encoder: &mut TextWriter, accounts: &[(&RenderedLabels, &Account)]) {
+    let per_contract: Vec<(RenderedLabels, &FeeSetting)> = accounts
+        .iter()
+        .flat_map(|(account, a)| {
+            a.fee_settings.iter().map(|(contract, setting)| {
+                (RenderedLabels::new(&(*account, [("contract_id", contract.as_str())])), setting)
+            })
+        })
+        .collect();
+    let defaults: Vec<(RenderedLabels, &FeeSetting)> = accounts
+        .iter()
+        .filter_map(|(account, a)| a.default_fee_setting.as_ref().map(|s| ((*account).clone(), s)))
+        .collect();
     for (suffix, help, label, members) in FEE_GROUPS {
         let members: Vec<_> =
             members.iter().map(|(value, field)| (*value, field_getter(FeeSetting::NUMERIC_FIELDS, field))).collect();
-        let per_contract = accounts.iter().flat_map(|(name, a)| {
-            a.fee_settings
-                .iter()
-                .map(move |(contract, setting)| (vec![("account", *name), ("contract_id", contract.as_str())], setting))
-        });
-        let defaults = accounts
-            .iter()
-            .filter_map(|(name, a)| a.default_fee_setting.as_ref().map(|s| (vec![("account", *name)], s)));
-        for (prefix, rows) in
-            [("capi_account_", per_contract.collect::<Vec<_>>()), ("capi_account_default_", defaults.collect())]
-        {
+        for (prefix, rows) in [("capi_account_", &per_contract), ("capi_account_default_", &defaults)] {
             let samples = rows.iter().flat_map(|(labels, setting)| {
                 members.iter().filter_map(move |(value, get)| {
-                    let extra: Labels = if label.is_empty() { vec![] } else { vec![(label, *value)] };
-                    get(setting).map(|v| ((labels.as_slice(), extra), v))
+                    let extra = (!label.is_empty()).then_some([(label, *value)]);
+                    get(setting).map(|v| ((labels, extra), v))
                 })
             });
             encoder.family(&format!("{prefix}{suffix}"), help, Kind::Gauge, samples);
@@ -179,15 +184,21 @@ fn encode_fee_settings(encoder: &mut TextWriter, accounts: &[(&str, &crate::api:
 }
 
 /// Leverage settings as one metric with a `kind` label, and mode settings as an info gauge.
-fn encode_contract_settings(encoder: &mut TextWriter, accounts: &[(&str, &crate::api::model::Account)]) {
-    let leverage = accounts.iter().flat_map(|(name, a)| {
-        a.leverage_settings.iter().flat_map(move |(contract, setting)| {
-            LeverageSetting::NUMERIC_FIELDS.iter().filter_map(move |field| {
-                let kind = field.name.trim_end_matches("_leverage");
-                let labels = [("account", *name), ("contract_id", contract.as_str()), ("kind", kind)];
-                (field.value)(setting).map(|v| (labels, v))
+fn encode_contract_settings(encoder: &mut TextWriter, accounts: &[(&RenderedLabels, &Account)]) {
+    let kinds: Vec<_> = LeverageSetting::NUMERIC_FIELDS
+        .iter()
+        .map(|f| ([("kind", f.name.trim_end_matches("_leverage"))], f.value))
+        .collect();
+    let rows: Vec<(RenderedLabels, &LeverageSetting)> = accounts
+        .iter()
+        .flat_map(|(account, a)| {
+            a.leverage_settings.iter().map(|(contract, setting)| {
+                (RenderedLabels::new(&(*account, [("contract_id", contract.as_str())])), setting)
             })
         })
+        .collect();
+    let leverage = rows.iter().flat_map(|(labels, setting)| {
+        kinds.iter().filter_map(move |(kind, value)| value(setting).map(|v| ((labels, kind), v)))
     });
     encoder.family(
         "capi_account_leverage_setting",
@@ -196,16 +207,15 @@ fn encode_contract_settings(encoder: &mut TextWriter, accounts: &[(&str, &crate:
         leverage,
     );
 
-    let modes = accounts.iter().flat_map(|(name, a)| {
+    let modes = accounts.iter().flat_map(|(account, a)| {
         a.mode_settings.iter().map(move |(contract, m)| {
             let labels = [
-                ("account", *name),
                 ("contract_id", contract.as_str()),
                 ("margin_mode", text(&m.margin_mode)),
                 ("separated_mode", text(&m.separated_mode)),
                 ("position_mode", text(&m.position_mode)),
             ];
-            (labels, 1.0)
+            ((*account, labels), 1.0)
         })
     });
     encoder.family("capi_contract_mode_info", "Mode settings per futures contract; value 1", Kind::Gauge, modes);
@@ -213,27 +223,32 @@ fn encode_contract_settings(encoder: &mut TextWriter, accounts: &[(&str, &crate:
 
 fn encode_collateral(encoder: &mut TextWriter, snapshots: &[View]) {
     let rows = snapshots.iter().flat_map(|view| {
-        view.coins().flat_map(|(_, info)| info.collateral.iter()).map(move |c| (collateral_labels(view.name, c), c))
+        view.coins()
+            .flat_map(|(_, info)| info.collateral.iter())
+            .map(move |c| (view.name, collateral_labels(&view.account, c), c))
     });
-    write_record_fields(encoder, "capi_collateral", Collateral::NUMERIC_FIELDS, &unique(rows.collect()))
+    write_record_fields(encoder, "capi_collateral", Collateral::NUMERIC_FIELDS, &unique(rows))
 }
 
-fn collateral_labels(account: &str, c: &Collateral) -> RenderedLabels {
-    RenderedLabels::new(&[
-        ("account", account),
-        ("coin_id", text(&c.coin_id)),
-        ("margin_mode", text(&c.margin_mode)),
-        ("cross_contract_id", text(&c.cross_contract_id)),
-        ("isolated_position_id", text(&c.isolated_position_id)),
-    ])
+fn collateral_labels(account: &RenderedLabels, c: &Collateral) -> RenderedLabels {
+    RenderedLabels::new(&(
+        account,
+        [
+            ("coin_id", text(&c.coin_id)),
+            ("margin_mode", text(&c.margin_mode)),
+            ("cross_contract_id", text(&c.cross_contract_id)),
+            ("isolated_position_id", text(&c.isolated_position_id)),
+        ],
+    ))
 }
 
 fn encode_positions(encoder: &mut TextWriter, snapshots: &[View]) {
-    let positions: Vec<(&str, &Position)> = snapshots
-        .iter()
-        .flat_map(|view| view.coins().flat_map(|(_, info)| info.positions.iter()).map(move |p| (view.name, p)))
-        .collect();
-    let rows = unique(positions.iter().map(|(name, p)| (position_labels(name, p), *p)).collect());
+    let positions = snapshots.iter().flat_map(|view| {
+        view.coins()
+            .flat_map(|(_, info)| info.positions.iter())
+            .map(move |p| (view.name, position_labels(&view.account, p), p))
+    });
+    let rows = unique(positions);
     write_record_fields(encoder, "capi_position", Position::NUMERIC_FIELDS, &rows);
     let info = rows.iter().map(|(labels, p)| {
         let extra = [
@@ -246,21 +261,23 @@ fn encode_positions(encoder: &mut TextWriter, snapshots: &[View]) {
     encoder.family("capi_position_info", "Text fields of a position record; value 1", Kind::Gauge, info);
 }
 
-fn position_labels(account: &str, p: &Position) -> RenderedLabels {
-    RenderedLabels::new(&[
-        ("account", account),
-        ("coin_id", text(&p.coin_id)),
-        ("contract_id", text(&p.contract_id)),
-        ("side", text(&p.side)),
-        ("margin_mode", text(&p.margin_mode)),
-        ("position_id", text(&p.id)),
-    ])
+fn position_labels(account: &RenderedLabels, p: &Position) -> RenderedLabels {
+    RenderedLabels::new(&(
+        account,
+        [
+            ("coin_id", text(&p.coin_id)),
+            ("contract_id", text(&p.contract_id)),
+            ("side", text(&p.side)),
+            ("margin_mode", text(&p.margin_mode)),
+            ("position_id", text(&p.id)),
+        ],
+    ))
 }
 
 fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
     let counts = snapshots.iter().flat_map(|view| {
         view.snapshot.counters.bills.iter().map(move |((coin, kind), n)| {
-            ([("account", view.name), ("coin", coin.as_str()), ("business_type", kind.as_str())], *n as f64)
+            ((&view.account, [("coin", coin.as_str()), ("business_type", kind.as_str())]), *n as f64)
         })
     });
     encoder.family("capi_bills", "Bills counted by coin and business type, each exactly once", Kind::Counter, counts);
@@ -282,13 +299,9 @@ fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
                 Flow::FillFee => &view.snapshot.counters.fill_fees,
             };
             sums.iter().map(move |((coin, kind, direction), sum)| {
-                let labels = [
-                    ("account", view.name),
-                    ("coin", coin.as_str()),
-                    ("business_type", kind.as_str()),
-                    ("direction", direction.as_str()),
-                ];
-                (labels, decimal_to_f64(*sum))
+                let labels =
+                    [("coin", coin.as_str()), ("business_type", kind.as_str()), ("direction", direction.as_str())];
+                ((&view.account, labels), *sum)
             })
         });
         encoder.family(name, help, Kind::Counter, sums);
@@ -298,11 +311,10 @@ fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
             .counters
             .balances
             .iter()
-            .map(move |(coin, b)| ([("account", view.name), ("coin", coin.as_str())], decimal_to_f64(b.balance)))
+            .map(move |(coin, b)| ((&view.account, [("coin", coin.as_str())]), b.balance))
     });
     encoder.family("capi_bill_balance", "Balance after the newest bill counted, per coin", Kind::Gauge, balances);
-    let truncated =
-        snapshots.iter().map(|view| ([("account", view.name)], view.snapshot.counters.truncated_queries as f64));
+    let truncated = snapshots.iter().map(|view| (&view.account, view.snapshot.counters.truncated_queries as f64));
     encoder.family("capi_bill_pages_truncated",
         "Bill queries still full after splitting by time, business type, coin and symbol; each hid at least one bill that was not counted",
         Kind::Counter,
@@ -312,7 +324,7 @@ fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
     let cursor = snapshots
         .iter()
         .filter(|view| view.snapshot.settled_through_ms > 0)
-        .map(|view| ([("account", view.name)], view.snapshot.settled_through_ms as f64 / 1000.0));
+        .map(|view| (&view.account, view.snapshot.settled_through_ms as f64 / 1000.0));
     encoder.family(
         "capi_bill_cursor_timestamp_seconds",
         "Bills created up to this time are final in the bill counters; newer ones may still arrive late",
@@ -352,16 +364,23 @@ pub fn metric_name(prefix: &str, field: &str, unit: Unit) -> String {
 
 /// The rows with distinct label sets, the first of each. Two records with the same labels (the
 /// same position in two coins' answers, say) would make duplicate series, and Prometheus rejects
-/// a whole scrape that has any.
-fn unique<R>(rows: Vec<(RenderedLabels, &R)>) -> Vec<(RenderedLabels, &R)> {
-    let keep: Vec<bool> = {
-        let mut seen = HashSet::new();
-        rows.iter().map(|(labels, _)| seen.insert(labels.as_bytes())).collect()
-    };
-    rows.into_iter().zip(keep).filter_map(|(row, keep)| keep.then_some(row)).collect()
+/// a whole scrape that has any. Labels start with the account, so only rows of one account can
+/// be alike, and `rows` come account by account: each row is compared with its account's only.
+fn unique<'a, R>(rows: impl IntoIterator<Item = (&'a str, RenderedLabels, &'a R)>) -> Vec<(RenderedLabels, &'a R)> {
+    let mut kept: Vec<(RenderedLabels, &R)> = Vec::new();
+    let (mut account, mut account_start) = ("", 0);
+    for (name, labels, record) in rows {
+        if name != account {
+            (account, account_start) = (name, kept.len());
+        }
+        if !kept[account_start..].iter().any(|(seen, _)| *seen == labels) {
+            kept.push((labels, record));
+        }
+    }
+    kept
 }
 
-fn field_getter<R>(fields: &[NumericField<R>], name: &str) -> fn(&R) -> Option<f64> {
+fn field_getter<R>(fields: &[NumericField<R>], name: &str) -> fn(&R) -> Option<Decimal> {
     fields.iter().find(|f| f.name == name).map(|f| f.value).unwrap_or_else(|| panic!("no field {name}"))
 }
 
