@@ -12,6 +12,7 @@ use crate::api::fields::{NumericField, Unit};
 use crate::api::model::{Account, AccountInfo};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
 use rust_decimal::Decimal;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -153,17 +154,23 @@ const FEE_GROUPS: [FeeGroup; 6] = [
     ),
 ];
 
+/// One row per futures contract of every account, its labels written once for all its samples.
+fn contract_rows<'a, T>(
+    accounts: &[(&RenderedLabels, &'a Account)],
+    settings: fn(&'a Account) -> &'a BTreeMap<String, T>,
+) -> Vec<(RenderedLabels, &'a T)> {
+    let rows = accounts.iter().flat_map(|(account, a)| {
+        settings(a).iter().map(|(contract, setting)| {
+            (RenderedLabels::new(&(*account, [("contract_id", contract.as_str())])), setting)
+        })
+    });
+    rows.collect()
+}
+
 /// Per-contract fee settings as `capi_account_<group>{contract_id}` and the default setting,
 /// when present, as `capi_account_default_<group>`.
 fn encode_fee_settings(encoder: &mut TextWriter, accounts: &[(&RenderedLabels, &Account)]) {
-    let per_contract: Vec<(RenderedLabels, &FeeSetting)> = accounts
-        .iter()
-        .flat_map(|(account, a)| {
-            a.fee_settings.iter().map(|(contract, setting)| {
-                (RenderedLabels::new(&(*account, [("contract_id", contract.as_str())])), setting)
-            })
-        })
-        .collect();
+    let per_contract = contract_rows(accounts, |a| &a.fee_settings);
     let defaults: Vec<(RenderedLabels, &FeeSetting)> = accounts
         .iter()
         .filter_map(|(account, a)| a.default_fee_setting.as_ref().map(|s| ((*account).clone(), s)))
@@ -189,14 +196,7 @@ fn encode_contract_settings(encoder: &mut TextWriter, accounts: &[(&RenderedLabe
         .iter()
         .map(|f| ([("kind", f.name.trim_end_matches("_leverage"))], f.value))
         .collect();
-    let rows: Vec<(RenderedLabels, &LeverageSetting)> = accounts
-        .iter()
-        .flat_map(|(account, a)| {
-            a.leverage_settings.iter().map(|(contract, setting)| {
-                (RenderedLabels::new(&(*account, [("contract_id", contract.as_str())])), setting)
-            })
-        })
-        .collect();
+    let rows = contract_rows(accounts, |a| &a.leverage_settings);
     let leverage = rows.iter().flat_map(|(labels, setting)| {
         kinds.iter().filter_map(move |(kind, value)| value(setting).map(|v| ((labels, kind), v)))
     });
