@@ -24,7 +24,8 @@ pub enum Scalar<'a> {
     /// The number's exact text, as the exchange wrote it.
     Number(&'a str),
     Text(Cow<'a, str>),
-    /// An array or object.
+    /// An array or object, or a string that is no text (a lone surrogate escape): nothing a
+    /// scalar field can hold.
     Composite,
 }
 
