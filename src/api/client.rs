@@ -118,13 +118,20 @@ impl Client {
         credentials: Credentials,
         clock: Arc<Clock>,
     ) -> Result<Self, ApiError> {
-        let url = |path: &str| {
-            reqwest::Url::parse(&format!("{}{path}", settings.base_url)).map_err(|e| {
+        let url = |endpoint: Endpoint| {
+            reqwest::Url::parse(&format!("{}{}", settings.base_url, endpoint.path())).map_err(|e| {
                 ApiError::Transport(format!("the exchange address {:?} is not a URL: {e}", settings.base_url))
             })
         };
-        let (bills_url, account_url) = (url(BILLS_PATH)?, url(ACCOUNT_PATH)?);
+        let (bills_url, account_url) = (url(Endpoint::Bills)?, url(Endpoint::Account)?);
         Ok(Self { http, settings, bills_url, account_url, credentials, clock })
+    }
+
+    fn url(&self, endpoint: Endpoint) -> &reqwest::Url {
+        match endpoint {
+            Endpoint::Bills => &self.bills_url,
+            Endpoint::Account => &self.account_url,
+        }
     }
 
     /// The exchange's clock as estimated so far.
@@ -175,10 +182,7 @@ impl Client {
         let (method, path) = (format.endpoint.method(), format.endpoint.path());
         let timestamp = self.clock.now_ms().to_string();
         let signature = sign(self.credentials.secret.expose(), &timestamp, method.as_str(), path, query, &body);
-        let mut url = match format.endpoint {
-            Endpoint::Bills => self.bills_url.clone(),
-            Endpoint::Account => self.account_url.clone(),
-        };
+        let mut url = self.url(format.endpoint).clone();
         if !query.is_empty() {
             url.set_query(Some(query));
         }
