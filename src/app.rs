@@ -88,22 +88,41 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     );
 
     let (stop, stopped) = watch::channel(false);
-    let mut running = JoinSet::new();
-    let count = pollers.len();
-    for (index, poller) in pollers.into_iter().enumerate() {
-        running.spawn(poller.run(start_delay(index, count, settings.interval), stopped.clone()));
-    }
+    let polling = spawn_pollers(pollers, settings.interval, stopped).map_err(RunError::Serve)?;
 
     let state = AppState { metrics, slots: slots.into(), telemetry_path: config.telemetry_path.clone() };
     let served = web::serve(listener, app(state), config.web.clone(), shutdown).await;
     let _ = stop.send(true);
-    while running.join_next().await.is_some() {}
+    let _ = polling.await;
     if let Some(exchange) = demo {
         exchange.abort();
     }
     served?;
     info!("stopped");
     Ok(())
+}
+
+/// Runs the pollers on a thread of their own with a single-threaded runtime: thousands of small
+/// request tasks then never wake or migrate between the server's threads.
+fn spawn_pollers(
+    pollers: Vec<AccountPoller>,
+    interval: Duration,
+    stopped: watch::Receiver<bool>,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new().name("poller".into()).spawn(move || {
+        runtime.block_on(async move {
+            let mut running = JoinSet::new();
+            let count = pollers.len();
+            for (index, poller) in pollers.into_iter().enumerate() {
+                running.spawn(poller.run(start_delay(index, count, interval), stopped.clone()));
+            }
+            while running.join_next().await.is_some() {}
+        });
+        let _ = done.send(());
+    })?;
+    Ok(finished)
 }
 
 /// How the accounts are polled: at the configured interval, or a longer one when they cannot
