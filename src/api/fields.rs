@@ -153,11 +153,23 @@ impl<'r, 'a> FieldReader<'r, 'a> {
     /// Decodes a field that may be spelled several ways; absent or null gives `None` silently.
     pub fn read<T>(&mut self, names: &[&str], decode: impl Fn(Json<'a>) -> Result<T, &'static str>) -> Option<T> {
         let (value, name) = self.raw(names)?;
+        self.decode(name, value, decode)
+    }
+
+    /// Decodes the value of member `name`, found by the caller; null gives `None` silently.
+    pub fn decode<T>(
+        &mut self,
+        name: &str,
+        value: Json<'a>,
+        decode: impl Fn(Json<'a>) -> Result<T, &'static str>,
+    ) -> Option<T> {
+        if value.is_null() {
+            return None;
+        }
         match decode(value) {
             Ok(v) => Some(v),
             Err(detail) => {
-                let field = name.to_string();
-                self.problem(field, detail);
+                self.problem(name.to_string(), detail);
                 None
             }
         }
@@ -226,15 +238,33 @@ macro_rules! record {
                 },)*
             ];
 
+            /// Finds the fields in one walk over the object's members (the last of a repeated
+            /// name counts), then decodes them.
             pub fn decode(
                 object: &$crate::api::json::JsonObject<'_>,
                 problems: &mut Vec<$crate::api::fields::DecodeProblem>,
             ) -> Self {
+                #[allow(non_camel_case_types)]
+                enum Field { $($text,)* $($num,)* }
+                const COUNT: usize = [$(stringify!($text),)* $(stringify!($num),)*].len();
+                let mut found: [Option<$crate::api::json::Json<'_>>; COUNT] = [const { None }; COUNT];
+                for (key, value) in object.iter() {
+                    let field = match key.as_ref() {
+                        $(stringify!($text) => Field::$text,)*
+                        $(stringify!($num) => Field::$num,)*
+                        _ => continue,
+                    };
+                    found[field as usize] = Some(value);
+                }
                 #[allow(unused_mut)]
                 let mut reader = $crate::api::fields::FieldReader::new(object, $kind, problems);
                 Self {
-                    $($text: reader.text(stringify!($text)),)*
-                    $($num: reader.value(stringify!($num)),)*
+                    $($text: found[Field::$text as usize].take().and_then(|value| {
+                        reader.decode(stringify!($text), value, $crate::api::fields::text)
+                    }),)*
+                    $($num: found[Field::$num as usize].take().and_then(|value| {
+                        reader.decode(stringify!($num), value, <$ty as $crate::api::fields::FieldValue>::decode)
+                    }),)*
                 }
             }
         }
