@@ -141,7 +141,7 @@ fn slots_for(accounts: u32) -> (Vec<Arc<AccountSlot>>, ExporterMetrics) {
     let exchange = SimExchange::new(SimOptions::default());
     let spec = ScaleSpec { accounts, coin_ids: COINS.to_vec(), positions: 5, seed: 1 };
     let exporter = ExporterMetrics::new();
-    let counters = counters();
+    let counters = Arc::new(counters());
     let slots = populate(&exchange, &spec)
         .into_iter()
         .map(|account| {

@@ -214,7 +214,7 @@ pub fn state_file(data: &[u8]) {
         }
         let slot = AccountSlot::new(name.as_str());
         slot.publish(AccountSnapshot {
-            counters: restored.counters,
+            counters: Arc::new(restored.counters),
             settled_through_ms,
             up: true,
             ..Default::default()

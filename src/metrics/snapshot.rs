@@ -14,7 +14,8 @@ pub struct AccountSnapshot {
     pub coins: BTreeMap<u64, Arc<AccountInfo>>,
     /// When each coin's answer in `coins` was fetched (this machine's clock, ms).
     pub fetched_at_ms: BTreeMap<u64, i64>,
-    pub counters: BillCounters,
+    /// Shared with the poller, which copies them only when new bills change them.
+    pub counters: Arc<BillCounters>,
     /// Bills created at or before this millisecond are final in the counters.
     pub settled_through_ms: i64,
     /// Whether every request of the last poll succeeded.

@@ -60,7 +60,8 @@ pub struct AccountPoller {
     /// `None` until the first bill scan of a fresh start: counting starts then, by the
     /// exchange's clock as the first answers corrected it, not this machine's.
     cursor: Option<BillCursor>,
-    counters: BillCounters,
+    /// Shared with the published snapshot: copied on write, only when bills arrive.
+    counters: Arc<BillCounters>,
     /// Shared with the published snapshots: each answer is held once, however many read it.
     coins: BTreeMap<u64, Arc<AccountInfo>>,
     /// When each coin's figures were last fetched (this machine's clock, ms).
@@ -83,6 +84,7 @@ impl AccountPoller {
         store: Option<Arc<StateStore>>,
     ) -> Self {
         let (cursor, counters) = restore(store.as_deref(), slot.name(), &settings);
+        let counters = Arc::new(counters);
         // Restored counters show at once, so a restart does not look like a counter reset.
         slot.publish(AccountSnapshot {
             counters: counters.clone(),
@@ -201,11 +203,12 @@ impl AccountPoller {
             let client = &self.account.client;
             let page = self.request(Endpoint::Bills, || client.bills(&query)).await?;
             let accepted = cursor.accept(&page);
-            for bill in &accepted.new_bills {
-                self.counters.count(bill);
+            if !accepted.new_bills.is_empty() || accepted.truncated {
+                let counters = Arc::make_mut(&mut self.counters);
+                accepted.new_bills.iter().for_each(|bill| counters.count(bill));
+                counters.truncated_queries += u64::from(accepted.truncated);
             }
             if accepted.truncated {
-                self.counters.truncated_queries += 1;
                 warn!(account = self.slot.name(), query = ?query,
                     "more than a page of bills share one millisecond, business type, coin and symbol; the API cannot page further, so at least one bill was not counted");
             }
