@@ -49,7 +49,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
             "polling this shard's accounts"
         );
     }
-    let http = Client::http_pool(config.timeout)?;
+    let http = Client::http_pool(config.timeout);
     let store = config.state_file.as_deref().map(|path| Arc::new(open_state(path)));
     let settings = poll_settings(&config, &accounts);
     let max_age = config.data_max_age.unwrap_or_else(|| (settings.interval * 5).max(Duration::from_secs(60)));

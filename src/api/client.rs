@@ -7,7 +7,12 @@ use super::fields::DecodeProblem;
 use super::json::{JsonObject, Scalar};
 use super::model::{decode_account_info, decode_bill_page, AccountInfo, BillPage};
 use super::sign::sign;
-use reqwest::header::{HeaderMap, HeaderValue, CONTENT_TYPE, DATE, RETRY_AFTER};
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, DATE, RETRY_AFTER, USER_AGENT};
+use http::{Method, Request, Uri};
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
@@ -41,13 +46,24 @@ impl Endpoint {
         }
     }
 
-    fn method(self) -> reqwest::Method {
+    fn method(self) -> Method {
         match self {
-            Endpoint::Bills => reqwest::Method::POST,
-            Endpoint::Account => reqwest::Method::GET,
+            Endpoint::Bills => Method::POST,
+            Endpoint::Account => Method::GET,
         }
     }
 }
+
+/// The connection pool shared by every account's client: HTTP/1.1 with keep-alive, over TLS
+/// (rustls, the Mozilla roots of `webpki-roots`) for `https://` addresses.
+pub type HttpPool = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+const ACCESS_KEY: HeaderName = HeaderName::from_static("access-key");
+const ACCESS_SIGN: HeaderName = HeaderName::from_static("access-sign");
+const ACCESS_PASSPHRASE: HeaderName = HeaderName::from_static("access-passphrase");
+const ACCESS_TIMESTAMP: HeaderName = HeaderName::from_static("access-timestamp");
+const LOCALE: HeaderName = HeaderName::from_static("locale");
+const USER_AGENT_TEXT: &str = concat!("capi_exporter/", env!("CARGO_PKG_VERSION"));
 
 /// The bill query's body. Unused filters are left out rather than sent empty: every field is
 /// optional (spec 4.1), so leaving one out cannot be read as "filter for the empty string".
@@ -101,11 +117,10 @@ pub struct ClientSettings {
 /// A client for one account's credentials.
 #[derive(Debug, Clone)]
 pub struct Client {
-    http: reqwest::Client,
+    http: HttpPool,
     settings: ClientSettings,
-    /// The endpoints' addresses, parsed once rather than for every request.
-    bills_url: reqwest::Url,
-    account_url: reqwest::Url,
+    /// The bill endpoint's address, parsed once rather than for every request.
+    bills_uri: Uri,
     credentials: Credentials,
     clock: Arc<Clock>,
 }
@@ -113,24 +128,20 @@ pub struct Client {
 impl Client {
     /// `clock` is shared by every client of the same exchange.
     pub fn new(
-        http: reqwest::Client,
+        http: HttpPool,
         settings: ClientSettings,
         credentials: Credentials,
         clock: Arc<Clock>,
     ) -> Result<Self, ApiError> {
-        let url = |endpoint: Endpoint| {
-            reqwest::Url::parse(&format!("{}{}", settings.base_url, endpoint.path())).map_err(|e| {
-                ApiError::Transport(format!("the exchange address {:?} is not a URL: {e}", settings.base_url))
-            })
-        };
-        let (bills_url, account_url) = (url(Endpoint::Bills)?, url(Endpoint::Account)?);
-        Ok(Self { http, settings, bills_url, account_url, credentials, clock })
+        let bills_uri = endpoint_uri(&settings.base_url, Endpoint::Bills, "")?;
+        Ok(Self { http, settings, bills_uri, credentials, clock })
     }
 
-    fn url(&self, endpoint: Endpoint) -> &reqwest::Url {
-        match endpoint {
-            Endpoint::Bills => &self.bills_url,
-            Endpoint::Account => &self.account_url,
+    /// The endpoint's address, with `query` if it is not empty.
+    fn uri(&self, endpoint: Endpoint, query: &str) -> Result<Uri, ApiError> {
+        match (endpoint, query) {
+            (Endpoint::Bills, "") => Ok(self.bills_uri.clone()),
+            _ => endpoint_uri(&self.settings.base_url, endpoint, query),
         }
     }
 
@@ -140,13 +151,17 @@ impl Client {
     }
 
     /// A connection pool to share between the accounts' clients.
-    pub fn http_pool(timeout: Duration) -> Result<reqwest::Client, ApiError> {
-        reqwest::Client::builder()
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .user_agent(concat!("capi_exporter/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| ApiError::Transport(error_chain(&e)))
+    pub fn http_pool(connect_timeout: Duration) -> HttpPool {
+        let mut tcp = HttpConnector::new();
+        tcp.enforce_http(false);
+        tcp.set_nodelay(true);
+        tcp.set_connect_timeout(Some(connect_timeout));
+        let tls = hyper_rustls::HttpsConnectorBuilder::new()
+            .with_webpki_roots()
+            .https_or_http()
+            .enable_http1()
+            .wrap_connector(tcp);
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new()).pool_timer(TokioTimer::new()).build(tls)
     }
 
     /// `GET /capi/v2/account/account?coinId=N`.
@@ -182,24 +197,21 @@ impl Client {
         let (method, path) = (format.endpoint.method(), format.endpoint.path());
         let timestamp = self.clock.now_ms().to_string();
         let signature = sign(self.credentials.secret.expose(), &timestamp, method.as_str(), path, query, &body);
-        let mut url = self.url(format.endpoint).clone();
-        if !query.is_empty() {
-            url.set_query(Some(query));
-        }
-        let headers = self.headers(&timestamp, &signature)?;
-        let response = self
-            .http
-            .request(method, url)
-            .headers(headers)
-            .body(body)
-            .send()
-            .await
-            .map_err(|e| self.transport_error(&e))?;
-        let status = response.status();
-        let retry_after = retry_after(response.headers());
-        let date_ms = date_ms(response.headers());
-        let bytes = response.bytes().await.map_err(|e| self.transport_error(&e))?;
-        decode_with(interpret(status.as_u16(), retry_after, date_ms, &bytes)?, format)
+        let mut request = Request::new(Full::new(Bytes::from(body)));
+        *request.method_mut() = method;
+        *request.uri_mut() = self.uri(format.endpoint, query)?;
+        *request.headers_mut() = self.headers(&timestamp, &signature)?;
+        let exchange = async {
+            let response = self.http.request(request).await.map_err(|e| ApiError::Transport(error_chain(&e)))?;
+            let (head, body) = response.into_parts();
+            let bytes = body.collect().await.map_err(|e| ApiError::Transport(error_chain(&e)))?.to_bytes();
+            Ok::<_, ApiError>((head, bytes))
+        };
+        // The whole exchange, from connecting to the answer's last byte.
+        let timeout = self.settings.timeout;
+        let (head, bytes) = tokio::time::timeout(timeout, exchange).await.map_err(|_| ApiError::Timeout(timeout))??;
+        let (retry_after, date_ms) = (retry_after(&head.headers), date_ms(&head.headers));
+        decode_with(interpret(head.status.as_u16(), retry_after, date_ms, &bytes)?, format)
     }
 
     fn headers(&self, timestamp: &str, signature: &str) -> Result<HeaderMap, ApiError> {
@@ -207,27 +219,27 @@ impl Client {
             HeaderValue::from_str(text)
                 .map_err(|_| ApiError::Transport("a credential contains characters not allowed in HTTP headers".into()))
         };
-        let mut headers = HeaderMap::new();
+        let mut headers = HeaderMap::with_capacity(8);
         let mut key = value(self.credentials.api_key.expose())?;
         let mut passphrase = value(self.credentials.passphrase.expose())?;
         key.set_sensitive(true);
         passphrase.set_sensitive(true);
-        headers.insert("ACCESS-KEY", key);
-        headers.insert("ACCESS-SIGN", value(signature)?);
-        headers.insert("ACCESS-PASSPHRASE", passphrase);
-        headers.insert("ACCESS-TIMESTAMP", value(timestamp)?);
-        headers.insert("locale", value(&self.settings.locale)?);
+        headers.insert(ACCESS_KEY, key);
+        headers.insert(ACCESS_SIGN, value(signature)?);
+        headers.insert(ACCESS_PASSPHRASE, passphrase);
+        headers.insert(ACCESS_TIMESTAMP, value(timestamp)?);
+        headers.insert(LOCALE, value(&self.settings.locale)?);
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_TEXT));
         Ok(headers)
     }
+}
 
-    fn transport_error(&self, error: &reqwest::Error) -> ApiError {
-        if error.is_timeout() {
-            ApiError::Timeout(self.settings.timeout)
-        } else {
-            ApiError::Transport(error_chain(error))
-        }
-    }
+/// `<base_url><endpoint path>[?<query>]`.
+fn endpoint_uri(base_url: &str, endpoint: Endpoint, query: &str) -> Result<Uri, ApiError> {
+    let separator = if query.is_empty() { "" } else { "?" };
+    Uri::try_from(format!("{base_url}{}{separator}{query}", endpoint.path()))
+        .map_err(|e| ApiError::Transport(format!("the exchange address {base_url:?} is not a URL: {e}")))
 }
 
 /// Turns a complete HTTP answer into its JSON object or the error it carries.
@@ -308,7 +320,7 @@ fn one_line(text: &str, max_chars: usize) -> String {
     }
 }
 
-/// reqwest's message plus its causes ("connection refused" lives in a source error).
+/// The HTTP client's message plus its causes ("connection refused" lives in a source error).
 fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

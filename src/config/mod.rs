@@ -259,8 +259,9 @@ pub(crate) fn read_secret_file(path: &PathBuf, what: &str) -> Result<Secret, Con
 
 fn validate_base_url(url: &str) -> Result<String, ConfigError> {
     let trimmed = url.trim_end_matches('/');
-    let valid =
-        reqwest::Url::parse(trimmed).is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
+    let valid = trimmed
+        .parse::<http::Uri>()
+        .is_ok_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some_and(|h| !h.is_empty()));
     if !valid {
         return Err(ConfigError::Invalid(format!(
             "--api.base-url {url:?} is not an http(s) URL, e.g. https://api-contract.weex.com"
