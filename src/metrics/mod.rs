@@ -56,8 +56,10 @@ pub struct Metrics {
     registry: Registry,
     /// The size of the last rendering, to allocate the next one at once.
     last_len: AtomicUsize,
-    /// The latest rendering; locked while one is being made, so that it is made once.
-    latest: Arc<tokio::sync::Mutex<Option<Arc<Rendered>>>>,
+    /// The latest rendering.
+    latest: Mutex<Option<Arc<Rendered>>>,
+    /// Held while a rendering is being made, so that it is made once.
+    rendering: Arc<tokio::sync::Mutex<()>>,
     /// The buffer of an earlier rendering no scrape holds any more, for the next one.
     spare: Mutex<Vec<u8>>,
 }
@@ -83,38 +85,77 @@ impl Metrics {
             snapshots,
             registry,
             last_len: AtomicUsize::new(0),
-            latest: Arc::new(tokio::sync::Mutex::new(None)),
+            latest: Mutex::new(None),
+            rendering: Arc::new(tokio::sync::Mutex::new(())),
             spare: Mutex::new(Vec::new()),
         }
     }
 
     /// What a scrape arriving now serves: the latest rendering if it is recent enough (see
     /// [`rendered`]), else a new one, rendered on a blocking thread so that a large exposition
-    /// does not hold up the pollers' tasks.
+    /// does not hold up the pollers' tasks. A rendering served near the end of its life has its
+    /// successor made in the background, so that steady scrapers do not wait for renderings.
     ///
     /// # Errors
     /// When the rendering thread panicked.
     pub async fn current(self: &Arc<Self>) -> Result<Arc<Rendered>, tokio::task::JoinError> {
         let arrived = Instant::now();
         let published = self.snapshots.publications();
-        let latest = self.latest.clone().lock_owned().await;
-        if let Some(rendered) = latest.as_ref().filter(|r| r.serves(published, arrived)) {
-            return Ok(rendered.clone());
+        if let Some(rendered) = self.servable(published, arrived) {
+            if rendered.renew_due(published, arrived) {
+                self.renew();
+            }
+            return Ok(rendered);
         }
+        let rendering = match self.rendering.clone().try_lock_owned() {
+            Ok(rendering) => rendering,
+            Err(_) => {
+                // While the next rendering is being made, the last one serves within the lag.
+                if let Some(rendered) = self.latest().filter(|rendered| rendered.within_lag(arrived)) {
+                    return Ok(rendered);
+                }
+                let rendering = self.rendering.clone().lock_owned().await;
+                // The rendering this scrape waited for may serve it.
+                if let Some(rendered) = self.servable(published, arrived) {
+                    return Ok(rendered);
+                }
+                rendering
+            }
+        };
         // A task of its own renders and holds the lock to the end, even if this scrape is
         // cancelled meanwhile: the next scrape then waits for that rendering, not beside it.
-        tokio::spawn(self.clone().render_into(latest)).await?
+        tokio::spawn(self.clone().render_into(rendering)).await?
+    }
+
+    fn latest(&self) -> Option<Arc<Rendered>> {
+        self.latest.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    fn servable(&self, published: u64, arrived: Instant) -> Option<Arc<Rendered>> {
+        self.latest().filter(|rendered| rendered.serves(published, arrived))
+    }
+
+    /// Makes a new rendering in the background, unless one is being made.
+    fn renew(self: &Arc<Self>) {
+        if let Ok(rendering) = self.rendering.clone().try_lock_owned() {
+            tokio::spawn(self.clone().render_into(rendering));
+        }
     }
 
     async fn render_into(
         self: Arc<Self>,
-        mut latest: OwnedMutexGuard<Option<Arc<Rendered>>>,
+        _rendering: OwnedMutexGuard<()>,
     ) -> Result<Arc<Rendered>, tokio::task::JoinError> {
         let (started, published) = (Instant::now(), self.snapshots.publications());
         let metrics = self.clone();
         let text = tokio::task::spawn_blocking(move || metrics.render()).await?;
         let rendered = Arc::new(Rendered::new(published, started, text));
-        if let Some(buffer) = latest.replace(rendered.clone()).and_then(Rendered::into_buffer) {
+        // Scrapers that asked for gzip will again: compress before any of them waits for it.
+        if self.latest().is_some_and(|latest| latest.compressed()) {
+            rendered.gzip().await?;
+        }
+        let previous = self.latest.lock().unwrap_or_else(PoisonError::into_inner).replace(rendered.clone());
+        if let Some(buffer) = previous.and_then(Rendered::into_buffer) {
             self.recycle(buffer);
         }
         tokio::spawn(Self::expire(Arc::downgrade(&self), Arc::downgrade(&rendered)));
@@ -127,7 +168,7 @@ impl Metrics {
     async fn expire(metrics: Weak<Self>, rendered: Weak<Rendered>) {
         tokio::time::sleep(MAX_TIME_LAG).await;
         let Some(metrics) = metrics.upgrade() else { return };
-        let mut latest = metrics.latest.lock().await;
+        let mut latest = metrics.latest.lock().unwrap_or_else(PoisonError::into_inner);
         if latest.as_ref().is_some_and(|latest| std::ptr::eq(Arc::as_ptr(latest), rendered.as_ptr())) {
             *latest = None;
             metrics.recycle(Vec::new());
@@ -197,18 +238,49 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_rendering_older_than_the_time_lag_is_not_served() {
+    async fn a_rendering_older_than_the_time_lag_is_never_served() {
         let (metrics, _) = metrics();
-        let first = metrics.current().await.unwrap();
+        let mut served = metrics.current().await.unwrap();
         let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let now = metrics.current().await.unwrap();
-            if !Arc::ptr_eq(&first, &now) {
-                break;
+        // A scraper every 20 ms sees renderings come and go; none it gets is too old.
+        for _ in 0..3 {
+            loop {
+                assert!(Instant::now() < deadline, "a rendering was still served after 30 s");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                let asked = Instant::now();
+                let now = metrics.current().await.unwrap();
+                assert!(now.started() + MAX_TIME_LAG >= asked, "served a rendering older than the lag");
+                if !Arc::ptr_eq(&served, &now) {
+                    served = now;
+                    break;
+                }
             }
-            assert!(Instant::now() < deadline, "the first rendering was still served after 30 s");
-            tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert!(first.started().elapsed() >= MAX_TIME_LAG);
+    }
+
+    /// The clock is paused: it moves only by the test's sleeps, so the scrape's arrival within
+    /// the renewal margin is exact however busy the machine is.
+    #[tokio::test(start_paused = true)]
+    async fn a_rendering_near_the_end_of_its_life_is_renewed_without_a_scrape_waiting() {
+        let (metrics, slot) = metrics();
+        let first = metrics.current().await.unwrap();
+        let being_sent = first.plain();
+        slot.publish(AccountSnapshot { up: true, ..AccountSnapshot::default() });
+        tokio::time::sleep_until(first.started() + MAX_TIME_LAG - rendered::RENEW_MARGIN / 2).await;
+
+        let second = metrics.current().await.unwrap();
+        assert!(Arc::ptr_eq(&first, &second), "served at once: the rendering being sent is recent enough");
+        let patience = std::time::Instant::now() + Duration::from_secs(30);
+        let renewed = loop {
+            match metrics.latest() {
+                Some(latest) if !Arc::ptr_eq(&latest, &first) => break latest,
+                _ => assert!(std::time::Instant::now() < patience, "no renewal within 30 s"),
+            }
+            // Yields without letting the paused clock jump to the next timer.
+            tokio::task::yield_now().await;
+        };
+        assert!(text(&renewed).contains("capi_up{account=\"main\"} 1\n"), "{}", text(&renewed));
+        assert!(renewed.started() < first.started() + MAX_TIME_LAG, "made before the first one expired");
+        drop(being_sent);
     }
 }

@@ -9,7 +9,11 @@
 //! - was finished less than its own rendering time ago, or
 //! - is still being sent to another scraper;
 //!
-//! else it renders anew, once for all the scrapes waiting. No scrape ever waits for a poll.
+//! else it renders anew, once for all the scrapes waiting; while a rendering is being made, the
+//! previous one serves if it is less than [`MAX_TIME_LAG`] old. No scrape ever waits for a poll. A
+//! rendering served only because it is being sent, or within [`RENEW_MARGIN`] (or two rendering
+//! times) of the end of its life, has its successor made in the background, compressed too if
+//! scrapers asked for gzip: scrapers under steady load then rarely wait for a rendering.
 //!
 //! So rendering takes at most about half a core however hard scrapers push, at most two
 //! renderings are in memory, and a scraper alone sees a publication within about three rendering
@@ -25,6 +29,10 @@ use tokio::time::Instant;
 /// How far behind the clock a shared rendering may be: what changes with time alone (data age,
 /// process CPU and memory) is at most this old.
 pub const MAX_TIME_LAG: Duration = Duration::from_secs(1);
+
+/// A rendering served this close to the end of its life (or two rendering times, if longer)
+/// has its successor made in the background.
+pub const RENEW_MARGIN: Duration = Duration::from_millis(100);
 
 pub struct Rendered {
     /// The publication count read before rendering began: every snapshot published up to it is in.
@@ -60,13 +68,36 @@ impl Rendered {
     /// snapshots had been published.
     pub(super) fn serves(&self, publications: u64, arrived: Instant) -> bool {
         let shows_all = self.publications >= publications;
-        let just_made = arrived <= self.held_until();
-        (shows_all || just_made || self.being_sent()) && self.started + MAX_TIME_LAG >= arrived
+        (shows_all || self.just_made(arrived) || self.being_sent()) && self.within_lag(arrived)
+    }
+
+    /// Whether this rendering is recent enough to serve a scrape that arrived at `arrived` at all.
+    pub(super) fn within_lag(&self, arrived: Instant) -> bool {
+        self.started + MAX_TIME_LAG >= arrived
+    }
+
+    fn just_made(&self, arrived: Instant) -> bool {
+        arrived <= self.held_until()
     }
 
     /// Whether a response still holds this rendering's text.
     fn being_sent(&self) -> bool {
         !self.plain.is_unique() || self.gzip.get().is_some_and(|gzip| !gzip.is_unique())
+    }
+
+    /// Whether, having served a scrape that arrived at `arrived` when `publications` snapshots
+    /// had been published, this rendering should have its successor made in the background:
+    /// it was served only because it is being sent, or it will soon be too old to serve. Either
+    /// way a later scrape would otherwise wait for a rendering.
+    pub(super) fn renew_due(&self, publications: u64, arrived: Instant) -> bool {
+        let outdated = self.publications < publications && !self.just_made(arrived);
+        let margin = RENEW_MARGIN.max(2 * (self.finished - self.started));
+        outdated || arrived + margin >= self.started + MAX_TIME_LAG
+    }
+
+    /// Whether the gzip text has been made.
+    pub(super) fn compressed(&self) -> bool {
+        self.gzip.get().is_some()
     }
 
     /// Until when this rendering is served even to scrapes that arrived after a publication.
@@ -102,9 +133,11 @@ impl Rendered {
 }
 
 /// Fast compression: scrapes repeat every few seconds, so speed matters more than the last byte.
+/// Level 2 costs about what level 1 does with zlib-rs (whose level 1 is a quicker, coarser
+/// method) and sends a third fewer bytes: 1.14 instead of 1.65 MB for 1,000 accounts.
 fn compress(bytes: &[u8]) -> Bytes {
     use std::io::Write as _;
-    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 8), flate2::Compression::fast());
+    let mut encoder = flate2::write::GzEncoder::new(Vec::with_capacity(bytes.len() / 8), flate2::Compression::new(2));
     encoder.write_all(bytes).expect("writing to a Vec cannot fail");
     Bytes::from(encoder.finish().expect("writing to a Vec cannot fail"))
 }
@@ -152,5 +185,26 @@ mod tests {
         assert!(rendered.serves(6, t0 + 900 * MS), "the gzip text is being sent");
         drop(compressed);
         assert!(!rendered.serves(6, t0 + 900 * MS));
+    }
+
+    #[test]
+    fn the_next_rendering_is_due_near_the_end_of_this_ones_life() {
+        let t0 = Instant::now();
+        let quick = rendering(t0);
+        assert!(!quick.renew_due(5, t0 + 899 * MS));
+        assert!(quick.renew_due(5, t0 + 900 * MS), "within RENEW_MARGIN of MAX_TIME_LAG");
+        // A slow rendering is renewed two of its rendering times ahead.
+        let slow = Rendered::made(5, t0, t0 + 300 * MS, b"# EOF\n".to_vec());
+        assert!(!slow.renew_due(5, t0 + 399 * MS));
+        assert!(slow.renew_due(5, t0 + 400 * MS));
+    }
+
+    #[test]
+    fn a_rendering_served_after_a_publication_is_renewed_unless_just_made() {
+        let t0 = Instant::now();
+        let rendered = rendering(t0);
+        assert!(!rendered.renew_due(6, t0 + 80 * MS), "just made: held until t0 + 80 ms");
+        assert!(rendered.renew_due(6, t0 + 81 * MS), "served only because it is being sent");
+        assert!(!rendered.renew_due(5, t0 + 500 * MS), "shows every publication");
     }
 }
