@@ -217,9 +217,9 @@ record! {
 pub struct Account {
     pub fields: AccountFields,
     pub default_fee_setting: Option<FeeSetting>,
-    pub fee_settings: BTreeMap<String, FeeSetting>,
-    pub mode_settings: BTreeMap<String, ModeSetting>,
-    pub leverage_settings: BTreeMap<String, LeverageSetting>,
+    pub fee_settings: ByContract<FeeSetting>,
+    pub mode_settings: ByContract<ModeSetting>,
+    pub leverage_settings: ByContract<LeverageSetting>,
 }
 
 /// The account query's answer for one coin (spec 2.2).
@@ -272,8 +272,10 @@ fn decode_list<T>(
     problems: &mut Vec<DecodeProblem>,
     decode: Decode<T>,
 ) -> Vec<T> {
-    let mut records = Vec::new();
-    for value in values.into_iter().flatten() {
+    let values = values.unwrap_or_default();
+    // Exactly as many as there are: the records stay in memory until the next poll.
+    let mut records = Vec::with_capacity(values.len());
+    for value in values {
         match value.object() {
             Some(object) => records.push(decode(&object, problems)),
             None => problems.push(DecodeProblem { record, field: "[]".into(), detail: "not an object" }),
@@ -288,7 +290,7 @@ fn decode_map<T>(
     record: &'static str,
     problems: &mut Vec<DecodeProblem>,
     decode: Decode<T>,
-) -> BTreeMap<String, T> {
+) -> ByContract<T> {
     let mut records = BTreeMap::new();
     for (key, value) in values.iter().flat_map(JsonObject::iter) {
         match value.object() {
@@ -298,7 +300,30 @@ fn decode_map<T>(
             None => problems.push(DecodeProblem { record, field: key.into_owned(), detail: "not an object" }),
         }
     }
-    records
+    ByContract(records.into_iter().collect())
+}
+
+/// Settings per futures contract id, in the order of the ids. A `BTreeMap` node has room for 11
+/// entries, and an account trades a few contracts: this holds only what it has, for as long
+/// as the answer is kept (until the next poll).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ByContract<T>(Vec<(String, T)>);
+
+impl<T> Default for ByContract<T> {
+    fn default() -> Self {
+        Self(Vec::new())
+    }
+}
+
+impl<T> ByContract<T> {
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &T)> {
+        self.0.iter().map(|(contract, setting)| (contract, setting))
+    }
+
+    pub fn get(&self, contract: &str) -> Option<&T> {
+        let found = self.0.binary_search_by(|(id, _)| id.as_str().cmp(contract)).ok()?;
+        Some(&self.0[found].1)
+    }
 }
 
 #[cfg(test)]
@@ -368,10 +393,10 @@ mod tests {
         assert_eq!(account.fields.status.as_deref(), Some("NORMAL"));
         assert_eq!(account.fields.create_order_delay_milliseconds, Some(DurationMillis(0)));
         assert_eq!(account.default_fee_setting, None);
-        let fee = &account.fee_settings["10000001"];
+        let fee = account.fee_settings.get("10000001").unwrap();
         assert_eq!(fee.taker_fee_rate, Some(Decimal::from_str("0.0006").unwrap()));
-        assert_eq!(account.mode_settings["10000001"].margin_mode.as_deref(), Some("SHARED"));
-        assert_eq!(account.leverage_settings["10000001"].cross_leverage, Some(Decimal::from(20)));
+        assert_eq!(account.mode_settings.get("10000001").unwrap().margin_mode.as_deref(), Some("SHARED"));
+        assert_eq!(account.leverage_settings.get("10000001").unwrap().cross_leverage, Some(Decimal::from(20)));
         let collateral = &info.collateral[0];
         assert_eq!(collateral.coin_id.as_deref(), Some("2"));
         assert_eq!(collateral.is_liquidating, Some(false));

@@ -9,10 +9,9 @@ use super::snapshot::{AccountSlot, AccountSnapshot};
 use super::text::{Kind, RenderedLabels, TextWriter};
 use crate::api::clock::local_now_ms;
 use crate::api::fields::{NumericField, Unit};
-use crate::api::model::{Account, AccountInfo};
+use crate::api::model::{Account, AccountInfo, ByContract};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
 use rust_decimal::Decimal;
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -157,7 +156,7 @@ const FEE_GROUPS: [FeeGroup; 6] = [
 /// One row per futures contract of every account, its labels written once for all its samples.
 fn contract_rows<'a, T>(
     accounts: &[(&RenderedLabels, &'a Account)],
-    settings: fn(&'a Account) -> &'a BTreeMap<String, T>,
+    settings: fn(&'a Account) -> &'a ByContract<T>,
 ) -> Vec<(RenderedLabels, &'a T)> {
     let rows = accounts.iter().flat_map(|(account, a)| {
         settings(a).iter().map(|(contract, setting)| {
