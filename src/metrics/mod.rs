@@ -93,8 +93,9 @@ impl Metrics {
 
     /// What a scrape arriving now serves: the latest rendering if it is recent enough (see
     /// [`rendered`]), else a new one, rendered on a blocking thread so that a large exposition
-    /// does not hold up the pollers' tasks. A rendering served near the end of its life has its
-    /// successor made in the background, so that steady scrapers do not wait for renderings.
+    /// does not hold up the pollers' tasks. While a rendering is being made, the last one serves
+    /// within the lag; one served only because it is being sent, or near the end of its life,
+    /// has its successor made in the background (see [`Rendered::renew_due`]).
     ///
     /// # Errors
     /// When the rendering thread panicked.
