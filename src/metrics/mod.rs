@@ -95,7 +95,7 @@ impl Metrics {
     /// [`rendered`]), else a new one, rendered on a blocking thread so that a large exposition
     /// does not hold up the pollers' tasks. While a rendering is being made, the last one serves
     /// within the lag; one served only because it is being sent, or near the end of its life,
-    /// has its successor made in the background (see [`Rendered::renew_due`]).
+    /// has its successor made in the background (see `Rendered::renew_due`).
     ///
     /// # Errors
     /// When the rendering thread panicked.
