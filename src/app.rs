@@ -6,7 +6,8 @@ use crate::config::{AccountConfig, Accounts, Config};
 use crate::metrics::{AccountSlot, ExporterMetrics, Metrics};
 use crate::poller::budget::{self, AccountBudget, WeightWindow};
 use crate::poller::state::StateStore;
-use crate::poller::{start_delay, AccountPoller, PollSettings, PolledAccount};
+use crate::poller::supervisor::Supervisor;
+use crate::poller::{start_delay, PollSettings, PolledAccount, PollerSetup};
 use crate::server::{app, AppState};
 use crate::sim::{SimExchange, SimOptions};
 use crate::web;
@@ -70,9 +71,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
                 coin_ids: account.coin_ids,
                 budget: AccountBudget::new(ip_budget.clone(), config.uid_weight_budget),
             };
-            Ok(AccountPoller::new(polled, settings.clone(), slot.clone(), exporter_metrics.clone(), store.clone()))
+            Ok(Supervisor::new(PollerSetup {
+                account: polled,
+                settings: settings.clone(),
+                slot: slot.clone(),
+                metrics: exporter_metrics.clone(),
+                store: store.clone(),
+            }))
         })
-        .collect::<Result<Vec<AccountPoller>, ApiError>>()?;
+        .collect::<Result<Vec<Supervisor>, ApiError>>()?;
     let listener = tokio::net::TcpListener::bind(config.listen_address)
         .await
         .map_err(|error| RunError::Listen { address: config.listen_address, error })?;
@@ -105,7 +112,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
 /// Runs the pollers on a thread of their own with a single-threaded runtime: thousands of small
 /// request tasks then never wake or migrate between the server's threads.
 fn spawn_pollers(
-    pollers: Vec<AccountPoller>,
+    pollers: Vec<Supervisor>,
     interval: Duration,
     stopped: watch::Receiver<bool>,
 ) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {

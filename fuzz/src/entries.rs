@@ -56,7 +56,7 @@ pub fn bill_page(data: &[u8]) {
     assert!(first.business_type.is_none() && first.coin.is_none() && first.symbol.is_none());
 
     let accepted = cursor.accept(&page);
-    assert!(!accepted.truncated, "a window of many milliseconds can always be split");
+    assert_eq!(accepted.shortfall, None, "a window of many milliseconds can always be split");
     let mut counted = HashSet::new();
     let mut position = 0;
     for bill in &accepted.new_bills {
@@ -85,7 +85,15 @@ pub fn bill_page(data: &[u8]) {
         assert!(query.symbol.is_none() || query.coin.is_some(), "a symbol split below a coin split");
         let again = cursor.accept(&page);
         assert_eq!(again.new_bills, Vec::new(), "bills counted twice within a pass");
-        assert!(!again.truncated || query.end_time - query.start_time <= 2, "truncated a window wider than 1 ms");
+        let crowded_ms = again.shortfall.as_ref().map(|s| s.ms);
+        assert!(
+            crowded_ms.is_none_or(|ms| query.start_time <= ms
+                && ms <= query.end_time
+                && query.end_time - query.start_time <= 2),
+            "shortfall {crowded_ms:?} reported for the answer to a query of {}..={}",
+            query.start_time,
+            query.end_time
+        );
         check_seen(&cursor);
     }
     if !cursor.pass_in_progress() {

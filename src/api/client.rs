@@ -21,6 +21,12 @@ pub const BILLS_PATH: &str = "/capi/v2/account/bills";
 pub const ACCOUNT_PATH: &str = "/capi/v2/account/account";
 /// The most bills one query may return (spec 4.1).
 pub const MAX_PAGE: u32 = 100;
+/// The largest answer read. A page of 100 bills is about 25 KiB and an account answer with
+/// hundreds of positions a few hundred KiB; anything larger is a broken proxy or endpoint, and
+/// reading it whole would hold any amount of memory.
+pub const MAX_ANSWER_BYTES: usize = 16 << 20;
+/// The longest `Retry-After` honoured: a longer one (or a date further ahead) waits this long.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(3_600);
 
 /// The endpoint label of the exporter's own metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -204,8 +210,7 @@ impl Client {
         let exchange = async {
             let response = self.http.request(request).await.map_err(|e| ApiError::Transport(error_chain(&e)))?;
             let (head, body) = response.into_parts();
-            let bytes = body.collect().await.map_err(|e| ApiError::Transport(error_chain(&e)))?.to_bytes();
-            Ok::<_, ApiError>((head, bytes))
+            Ok::<_, ApiError>((head, read_limited(body).await?))
         };
         // The whole exchange, from connecting to the answer's last byte.
         let timeout = self.settings.timeout;
@@ -232,6 +237,18 @@ impl Client {
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_TEXT));
         Ok(headers)
+    }
+}
+
+/// A whole answer body of at most [`MAX_ANSWER_BYTES`].
+async fn read_limited(body: hyper::body::Incoming) -> Result<Bytes, ApiError> {
+    match http_body_util::Limited::new(body, MAX_ANSWER_BYTES).collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::Decode(format!(
+            "the answer is larger than {} MiB; a proxy or the endpoint is broken",
+            MAX_ANSWER_BYTES >> 20
+        ))),
+        Err(e) => Err(ApiError::Transport(error_chain(e.as_ref()))),
     }
 }
 
@@ -302,9 +319,16 @@ fn date_ms(headers: &HeaderMap) -> Option<i64> {
     Some(date.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
 }
 
+/// `Retry-After` in seconds or as an HTTP date, at most [`MAX_RETRY_AFTER`].
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
-    let seconds: u64 = headers.get(RETRY_AFTER)?.to_str().ok()?.trim().parse().ok()?;
-    Some(Duration::from_secs(seconds))
+    let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
+    let wait = match text.parse::<u64>() {
+        Ok(seconds) => Duration::from_secs(seconds),
+        Err(_) => {
+            httpdate::parse_http_date(text).ok()?.duration_since(std::time::SystemTime::now()).unwrap_or_default()
+        }
+    };
+    Some(wait.min(MAX_RETRY_AFTER))
 }
 
 /// The start of a body, on one line, for error messages (HTML error pages can be long).
@@ -365,6 +389,20 @@ mod tests {
         assert!(matches!(truncated, Err(ApiError::Decode(_))));
         assert!(interpret(200, None, None, br#"{"code":"00000","items":[]}"#).is_ok());
         assert!(matches!(interpret(200, None, None, b"[]"), Err(ApiError::Decode(_))));
+    }
+
+    #[test]
+    fn retry_after_is_read_in_seconds_or_as_a_date_and_capped() {
+        let headers = |value: &str| HeaderMap::from_iter([(RETRY_AFTER, HeaderValue::from_str(value).unwrap())]);
+        assert_eq!(retry_after(&headers("42")), Some(Duration::from_secs(42)));
+        assert_eq!(retry_after(&headers("18446744073709551615")), Some(MAX_RETRY_AFTER));
+        assert_eq!(retry_after(&headers("Sun, 06 Nov 1994 08:49:37 GMT")), Some(Duration::ZERO));
+        let in_two_minutes = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(121));
+        let wait = retry_after(&headers(&in_two_minutes)).unwrap();
+        assert!(Duration::from_secs(110) < wait && wait <= Duration::from_secs(121), "{wait:?}");
+        assert_eq!(retry_after(&headers("Fri, 31 Dec 9999 23:59:59 GMT")), Some(MAX_RETRY_AFTER));
+        assert_eq!(retry_after(&headers("soon")), None);
+        assert_eq!(retry_after(&HeaderMap::new()), None);
     }
 
     #[test]

@@ -59,6 +59,7 @@ pub struct ExporterMetrics {
     scans_deferred: Family<AccountLabels, Counter>,
     poll_interval: Family<AccountLabels, Gauge<f64, AtomicU64>>,
     poll_backoff: Family<AccountLabels, Gauge<f64, AtomicU64>>,
+    poller_restarts: Family<AccountLabels, Counter>,
     clock_offset: Gauge<f64, AtomicU64>,
 }
 
@@ -84,6 +85,7 @@ impl ExporterMetrics {
             scans_deferred: Family::default(),
             poll_interval: Family::default(),
             poll_backoff: Family::default(),
+            poller_restarts: Family::default(),
             clock_offset: Gauge::default(),
         }
     }
@@ -135,6 +137,11 @@ impl ExporterMetrics {
             self.clock_offset.clone(),
         );
         registry.register(
+            "capi_poller_restarts",
+            "Times the account's poller stopped unexpectedly and was restarted from its last complete poll",
+            self.poller_restarts.clone(),
+        );
+        registry.register(
             "capi_bill_scan_deferred",
             "Polls whose bill scan reached the per-poll query limit and resumes at the next poll",
             self.scans_deferred.clone(),
@@ -153,6 +160,7 @@ impl ExporterMetrics {
         let _ = self.state_errors.get_or_create(&labels);
         let _ = self.scans_deferred.get_or_create(&labels);
         let _ = self.poll_backoff.get_or_create(&labels);
+        let _ = self.poller_restarts.get_or_create(&labels);
     }
 
     /// Records one finished request.
@@ -200,6 +208,10 @@ impl ExporterMetrics {
 
     pub fn clock_offset(&self, offset_ms: i64) {
         self.clock_offset.set(offset_ms as f64 / 1000.0);
+    }
+
+    pub fn poller_restart(&self, account: &str) {
+        self.poller_restarts.get_or_create(&AccountLabels { account: account.into() }).inc();
     }
 
     pub fn scan_deferred(&self, account: &str) {

@@ -11,6 +11,7 @@ use crate::api::clock::local_now_ms;
 use crate::api::fields::{NumericField, Unit};
 use crate::api::model::{Account, AccountInfo, ByContract};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
+use crate::poller::cursor::Loss;
 use rust_decimal::Decimal;
 use std::sync::Arc;
 use std::time::Duration;
@@ -313,11 +314,16 @@ fn encode_bills(encoder: &mut TextWriter, snapshots: &[View]) {
             .map(move |(coin, b)| ((&view.account, [("coin", coin.as_str())]), b.balance))
     });
     encoder.family("capi_bill_balance", "Balance after the newest bill counted, per coin", Kind::Gauge, balances);
-    let truncated = snapshots.iter().map(|view| (&view.account, view.snapshot.counters.truncated_queries as f64));
+    let shortfalls = snapshots.iter().flat_map(|view| {
+        Loss::ALL.into_iter().map(move |loss| {
+            let reported = view.snapshot.counters.shortfalls.get(&loss).copied().unwrap_or(0);
+            ((&view.account, [("loss", loss.as_str())]), reported as f64)
+        })
+    });
     encoder.family("capi_bill_pages_truncated",
-        "Bill queries still full after splitting by time, business type, coin and symbol; each hid at least one bill that was not counted",
+        "Crowded milliseconds (more bills of one business type than a page holds) whose count is not proven complete: loss=certain, at least one bill was not counted; loss=possible, the split rested on the coins and symbols known to the account, which the API cannot list",
         Kind::Counter,
-        truncated,
+        shortfalls,
     );
     // Absent until counting has started.
     let cursor = snapshots

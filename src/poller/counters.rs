@@ -1,5 +1,6 @@
 //! The bill counters: exact decimal sums of the bills the cursor found new.
 
+use super::cursor::Loss;
 use crate::api::model::Bill;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -66,15 +67,23 @@ pub struct BillCounters {
     /// Sums of absolute fill fees, by the fee's sign: paid (out) or rebated (in).
     pub fill_fees: BTreeMap<FlowKey, Decimal>,
     pub balances: BTreeMap<String, LatestBalance>,
-    /// Bill queries still full after every split (each hides at least one bill).
-    pub truncated_queries: u64,
+    /// Crowded milliseconds whose count is not proven complete, by how sure the loss is.
+    pub shortfalls: BTreeMap<Loss, u64>,
 }
 
 impl BillCounters {
-    pub fn count(&mut self, bill: &Bill) {
-        *self.bills.entry((bill.coin.clone(), bill.business_type.clone())).or_default() += 1;
-        add_flow(&mut self.amounts, bill, bill.amount);
-        add_flow(&mut self.fill_fees, bill, bill.fill_fee);
+    /// Counts one bill. Returns the fields whose value could not be added to its sum, which
+    /// would leave the decimal range: the bill is counted, and those values are left out.
+    pub fn count(&mut self, bill: &Bill) -> Vec<&'static str> {
+        let count = self.bills.entry((bill.coin.clone(), bill.business_type.clone())).or_default();
+        *count = count.saturating_add(1);
+        let mut unsummed = Vec::new();
+        if !add_flow(&mut self.amounts, bill, bill.amount) {
+            unsummed.push("amount");
+        }
+        if !add_flow(&mut self.fill_fees, bill, bill.fill_fee) {
+            unsummed.push("fillFee");
+        }
         if let Some(balance) = bill.balance {
             let newer = self.balances.get(&bill.coin).is_none_or(|b| b.is_older_than(bill.ctime_ms, &bill.id));
             if newer {
@@ -82,14 +91,24 @@ impl BillCounters {
                 self.balances.insert(bill.coin.clone(), latest);
             }
         }
+        unsummed
+    }
+
+    pub fn note_shortfall(&mut self, loss: Loss) {
+        let reported = self.shortfalls.entry(loss).or_default();
+        *reported = reported.saturating_add(1);
     }
 }
 
 /// Adds a non-zero value's magnitude under its direction; zero moves nothing and adds no series.
-fn add_flow(sums: &mut BTreeMap<FlowKey, Decimal>, bill: &Bill, value: Option<Decimal>) {
-    let Some(value) = value.filter(|v| !v.is_zero()) else { return };
+/// Returns false, adding nothing, when the sum would leave the decimal range.
+fn add_flow(sums: &mut BTreeMap<FlowKey, Decimal>, bill: &Bill, value: Option<Decimal>) -> bool {
+    let Some(value) = value.filter(|v| !v.is_zero()) else { return true };
     let key = (bill.coin.clone(), bill.business_type.clone(), Direction::of(value));
-    *sums.entry(key).or_default() += value.abs();
+    let sum = sums.get(&key).copied().unwrap_or_default();
+    let Some(sum) = sum.checked_add(value.abs()) else { return false };
+    sums.insert(key, sum);
+    true
 }
 
 #[cfg(test)]
@@ -125,6 +144,22 @@ mod tests {
         assert_eq!(counters.fill_fees[&usdt("position_close_long", Direction::In)].to_string(), "0.02");
         assert!(!counters.amounts.contains_key(&usdt("position_funding", Direction::In)));
         assert_eq!(counters.bills[&("USDT".into(), "position_funding".into())], 1);
+    }
+
+    #[test]
+    fn an_amount_that_cannot_be_added_is_left_out_of_the_sum_but_the_bill_is_counted() {
+        let mut counters = BillCounters::default();
+        let max = Decimal::MAX.to_string();
+        assert_eq!(counters.count(&bill("1", 10, "deposit", &max, "0", "1")), Vec::<&str>::new());
+        assert_eq!(counters.count(&bill("2", 11, "deposit", &max, &max, "1")), ["amount"]);
+        assert_eq!(counters.count(&bill("3", 12, "deposit", "-1", &format!("-{max}"), "1")), Vec::<&str>::new());
+        assert_eq!(counters.count(&bill("4", 13, "deposit", "0", &format!("-{max}"), "1")), ["fillFee"]);
+        assert_eq!(counters.bills[&("USDT".into(), "deposit".into())], 4);
+        let usdt = |d| ("USDT".to_string(), "deposit".to_string(), d);
+        assert_eq!(counters.amounts[&usdt(Direction::In)], Decimal::MAX);
+        assert_eq!(counters.amounts[&usdt(Direction::Out)], Decimal::ONE);
+        assert_eq!(counters.fill_fees[&usdt(Direction::In)], Decimal::MAX);
+        assert_eq!(counters.fill_fees[&usdt(Direction::Out)], Decimal::MAX);
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //!
 //! - A *pass* covers the time window from the first unsettled millisecond to the pass's start.
 //!   A query whose answer says `hasNextPage` is split: halves of the time window down to one
-//!   millisecond, then per business type, then per coin, then per symbol. Only a query that is
-//!   still full at the finest split is a shortfall, reported by [`Accepted::truncated`].
+//!   millisecond, then per business type, then per coin, then per symbol: over every value the
+//!   account is known to use ([`KnownValues`]), the configured coins and the values on the page.
+//!   Where that cannot be proven complete, [`Accepted::shortfalls`] says so (see [`crowded`]).
 //! - Bounds are widened by one millisecond on each side (exact if the exchange treats them as
 //!   exclusive, a superset if inclusive) until a bill exactly on a sent bound proves that bound
 //!   inclusive; from then on it is sent exactly.
@@ -21,7 +22,14 @@
 
 use crate::api::model::{Bill, BillPage, BUSINESS_TYPES};
 use crate::api::BillQuery;
-use std::collections::{BTreeSet, HashMap};
+use crowded::Crowded;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+pub use crowded::{Loss, Shortfall};
+pub use known::KnownValues;
+
+mod crowded;
+mod known;
 
 /// What the exchange's bounds have been proven to be.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -39,6 +47,25 @@ enum Filter {
     Symbol(String, String, String),
 }
 
+impl Filter {
+    fn business_type(&self) -> Option<&str> {
+        match self {
+            Filter::All => None,
+            Filter::Type(t) | Filter::Coin(t, _) | Filter::Symbol(t, _, _) => Some(t),
+        }
+    }
+
+    /// Whether a bill with these values answers a query with this filter.
+    fn matches(&self, business_type: &str, coin: &str, symbol: &str) -> bool {
+        match self {
+            Filter::All => true,
+            Filter::Type(t) => t == business_type,
+            Filter::Coin(t, c) => t == business_type && c == coin,
+            Filter::Symbol(t, c, s) => t == business_type && c == coin && s == symbol,
+        }
+    }
+}
+
 /// One query still to make: a closed window of creation times and a filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Task {
@@ -47,11 +74,19 @@ struct Task {
     filter: Filter,
 }
 
-/// A pass over one window; its tasks form a stack with the earliest window on top.
+impl Task {
+    fn is_one_millisecond(&self) -> bool {
+        self.start == self.end
+    }
+}
+
+/// A pass over one window; its tasks form a stack with the earliest window on top, so the
+/// queries of a crowded millisecond are answered one after the other.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Pass {
     started_at: i64,
     pending: Vec<Task>,
+    crowded: Option<Crowded>,
 }
 
 /// What one answer contributed.
@@ -59,18 +94,30 @@ struct Pass {
 pub struct Accepted {
     /// Bills never counted before, in the order the exchange listed them.
     pub new_bills: Vec<Bill>,
-    /// The query was still full after every possible split: at least one bill was not seen.
-    pub truncated: bool,
+    /// A crowded millisecond whose queries this answer completed, when it was not reported
+    /// before with at least the same loss.
+    pub shortfall: Option<Shortfall>,
 }
 
 /// The persistent part of the cursor, saved in the state file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CursorState {
     /// Every bill created at or before this millisecond has been counted, or is older than
     /// the start of counting.
     pub settled_through: i64,
     /// Ids counted so far whose bills were created after `settled_through`, with creation times.
     pub seen: HashMap<String, i64>,
+    /// The values this account's bills have shown.
+    pub known: KnownValues,
+    /// Shortfalls reported for milliseconds after `settled_through`, which are scanned again.
+    pub reported: BTreeMap<i64, Loss>,
+}
+
+impl CursorState {
+    /// The state of a cursor that counts bills created at or after `count_from_ms`.
+    pub fn counting_from(count_from_ms: i64) -> Self {
+        Self { settled_through: count_from_ms.saturating_sub(1), ..Self::default() }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -78,6 +125,8 @@ pub struct BillCursor {
     state: CursorState,
     overlap_ms: i64,
     page_size: u32,
+    /// Coin names of the configured coin ids: a crowded millisecond is always split over them.
+    configured_coins: Vec<String>,
     bounds: KnownBounds,
     pass: Option<Pass>,
 }
@@ -85,13 +134,18 @@ pub struct BillCursor {
 impl BillCursor {
     /// A cursor that counts bills created at or after `count_from_ms`.
     pub fn new(count_from_ms: i64, overlap_ms: i64, page_size: u32) -> Self {
-        let state = CursorState { settled_through: count_from_ms - 1, seen: HashMap::new() };
-        Self::resume(state, overlap_ms, page_size)
+        Self::resume(CursorState::counting_from(count_from_ms), overlap_ms, page_size)
     }
 
     /// A cursor continuing from saved state.
     pub fn resume(state: CursorState, overlap_ms: i64, page_size: u32) -> Self {
-        Self { state, overlap_ms, page_size, bounds: KnownBounds::default(), pass: None }
+        Self { state, overlap_ms, page_size, configured_coins: Vec::new(), bounds: KnownBounds::default(), pass: None }
+    }
+
+    /// Coins a crowded millisecond is split over even before a bill has shown them.
+    pub fn with_configured_coins(mut self, coins: Vec<String>) -> Self {
+        self.configured_coins = coins;
+        self
     }
 
     pub fn state(&self) -> &CursorState {
@@ -103,7 +157,7 @@ impl BillCursor {
         let start = self.state.settled_through.saturating_add(1);
         if self.pass.is_none() && start <= now_ms {
             let task = Task { start, end: now_ms, filter: Filter::All };
-            self.pass = Some(Pass { started_at: now_ms, pending: vec![task] });
+            self.pass = Some(Pass { started_at: now_ms, pending: vec![task], crowded: None });
         }
     }
 
@@ -115,20 +169,30 @@ impl BillCursor {
 
     /// Takes the answer to the query [`Self::next_query`] returned last.
     pub fn accept(&mut self, page: &BillPage) -> Accepted {
-        let Some(pass) = self.pass.as_mut() else { return Accepted::default() };
-        let Some(task) = pass.pending.pop() else { return Accepted::default() };
+        let Some(task) = self.pass.as_mut().and_then(|pass| pass.pending.pop()) else {
+            return Accepted::default();
+        };
         let sent = Self::sent_bounds(self.bounds, &task);
-        self.bounds = learn_bounds(self.bounds, sent, page);
+        let learned = learn_bounds(self.bounds, sent, page);
+        let newly_proven = learned != self.bounds;
+        self.bounds = learned;
         let new_bills = self.count_new(page);
-        let mut truncated = false;
-        if page.has_next_page {
-            match split(&task, page) {
-                Some(children) => self.pass_mut().pending.extend(children),
-                None => truncated = true,
-            }
+        self.state.known.learn(&page.items);
+        if page.has_next_page && task.is_one_millisecond() && newly_proven {
+            // The bills of a neighbouring millisecond that proved a bound may be what filled
+            // the page: ask again, with the bound now sent exactly.
+            self.pass_mut().pending.push(task);
+            return Accepted { new_bills, shortfall: None };
         }
+        let children = if page.has_next_page { self.split(&task, page) } else { Vec::new() };
+        let pass = self.pass_mut();
+        if task.is_one_millisecond() && (page.has_next_page || pass.crowded.is_some()) {
+            pass.crowded.get_or_insert_with(|| Crowded::new(task.start)).record(&task.filter, sent, page);
+        }
+        pass.pending.extend(children);
+        let shortfall = self.close_crowded_when_answered();
         self.finish_pass_if_done();
-        Accepted { new_bills, truncated }
+        Accepted { new_bills, shortfall }
     }
 
     /// Whether a pass is waiting for more queries (it resumes at the next poll).
@@ -168,6 +232,57 @@ impl BillCursor {
             .collect()
     }
 
+    /// The queries that together cover a full one, pushed so that the earliest window is on
+    /// top; none when no finer split exists. A crowded millisecond is split over every value
+    /// known to the account, not only those on its page.
+    fn split(&self, task: &Task, page: &BillPage) -> Vec<Task> {
+        if task.start < task.end {
+            let middle = task.start + ((i128::from(task.end) - i128::from(task.start)) / 2) as i64;
+            let later = Task { start: middle + 1, end: task.end, filter: task.filter.clone() };
+            let earlier = Task { start: task.start, end: middle, filter: task.filter.clone() };
+            return vec![later, earlier];
+        }
+        let known = &self.state.known;
+        let on_page = |field: fn(&Bill) -> &str| page.items.iter().map(field);
+        let filters: Vec<Filter> = match &task.filter {
+            Filter::All => {
+                let documented = BUSINESS_TYPES.into_iter();
+                let seen = known.business_types.keys().map(String::as_str);
+                values(documented.chain(seen).chain(on_page(|b| b.business_type.as_str()))).map(Filter::Type).collect()
+            }
+            Filter::Type(t) => {
+                let configured = self.configured_coins.iter().map(String::as_str);
+                let seen = known.coins.keys().map(String::as_str);
+                let coins = values(configured.chain(seen).chain(on_page(|b| b.coin.as_str())));
+                coins.map(|c| Filter::Coin(t.clone(), c)).collect()
+            }
+            Filter::Coin(t, c) => {
+                let symbols = values(known.symbols_of(c).chain(on_page(|b| b.symbol.as_str())));
+                symbols.map(|s| Filter::Symbol(t.clone(), c.clone(), s)).collect()
+            }
+            Filter::Symbol(..) => Vec::new(),
+        };
+        let at = |filter| Task { start: task.start, end: task.end, filter };
+        filters.into_iter().map(at).collect()
+    }
+
+    /// Once the last query of a crowded millisecond is answered, its shortfall, unless it was
+    /// reported before with at least the same loss (a rescan within the overlap).
+    fn close_crowded_when_answered(&mut self) -> Option<Shortfall> {
+        let pass = self.pass_mut();
+        let ms = pass.crowded.as_ref()?.ms;
+        // The stack holds a crowded millisecond's queries on top, one after the other.
+        if pass.pending.last().is_some_and(|next| next.is_one_millisecond() && next.start == ms) {
+            return None;
+        }
+        let shortfall = pass.crowded.take()?.shortfall(self.page_size, &self.state.seen);
+        let news = self.state.reported.get(&ms).is_none_or(|reported| *reported < shortfall.loss);
+        news.then(|| {
+            self.state.reported.insert(ms, shortfall.loss);
+            shortfall
+        })
+    }
+
     /// A complete pass settles everything that was at least `overlap` old when it started.
     fn finish_pass_if_done(&mut self) {
         let Some(pass) = &self.pass else { return };
@@ -177,6 +292,7 @@ impl BillCursor {
         let settled = self.state.settled_through.max(pass.started_at.saturating_sub(self.overlap_ms));
         self.state.settled_through = settled;
         self.state.seen.retain(|_, ctime| *ctime > settled);
+        self.state.reported.retain(|ms, _| *ms > settled);
         self.pass = None;
     }
 }
@@ -189,34 +305,10 @@ fn learn_bounds(known: KnownBounds, (start, end): (i64, i64), page: &BillPage) -
     }
 }
 
-/// The queries that together cover a full one, pushed so that the earliest window is on top;
-/// `None` when no finer split exists.
-fn split(task: &Task, page: &BillPage) -> Option<Vec<Task>> {
-    if task.start < task.end {
-        let middle = task.start + ((i128::from(task.end) - i128::from(task.start)) / 2) as i64;
-        let later = Task { start: middle + 1, end: task.end, filter: task.filter.clone() };
-        let earlier = Task { start: task.start, end: middle, filter: task.filter.clone() };
-        return Some(vec![later, earlier]);
-    }
-    let at = |filter| Task { start: task.start, end: task.end, filter };
-    let filters: Vec<Filter> = match &task.filter {
-        Filter::All => {
-            // Every documented type, plus any undocumented one the page shows.
-            let mut types: BTreeSet<&str> = BUSINESS_TYPES.into_iter().collect();
-            types.extend(page.items.iter().map(|b| b.business_type.as_str()));
-            types.into_iter().map(|t| Filter::Type(t.to_string())).collect()
-        }
-        Filter::Type(t) => distinct(page, |b| &b.coin).map(|c| Filter::Coin(t.clone(), c)).collect(),
-        Filter::Coin(t, c) => distinct(page, |b| &b.symbol).map(|s| Filter::Symbol(t.clone(), c.clone(), s)).collect(),
-        Filter::Symbol(..) => Vec::new(),
-    };
-    (!filters.is_empty()).then(|| filters.into_iter().map(at).collect())
-}
-
-/// The distinct non-empty values of one field among a page's bills.
-fn distinct<'p>(page: &'p BillPage, field: impl Fn(&'p Bill) -> &'p String) -> impl Iterator<Item = String> + 'p {
-    let values: BTreeSet<&String> = page.items.iter().map(field).filter(|v| !v.is_empty()).collect();
-    values.into_iter().cloned()
+/// The distinct non-empty values, sorted. An empty filter would be read as no filter at all.
+fn values<'v>(all: impl Iterator<Item = &'v str>) -> impl Iterator<Item = String> + 'v {
+    let distinct: BTreeSet<&str> = all.filter(|v| !v.is_empty()).collect();
+    distinct.into_iter().map(str::to_owned)
 }
 
 #[cfg(test)]

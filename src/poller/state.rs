@@ -7,7 +7,7 @@
 //! (group commit), so many accounts do not mean many writes.
 
 use super::counters::{BillCounters, Direction, LatestBalance};
-use super::cursor::CursorState;
+use super::cursor::{CursorState, KnownValues, Loss};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,7 +44,23 @@ struct SavedAccount {
     amounts: Vec<SavedFlow>,
     fill_fees: Vec<SavedFlow>,
     balances: BTreeMap<String, LatestBalance>,
+    /// Written by earlier versions: bill queries still full after every split, which are certain
+    /// shortfalls. Read into `shortfalls`, never written.
+    #[serde(default, skip_serializing)]
     truncated_queries: u64,
+    #[serde(default)]
+    shortfalls: BTreeMap<Loss, u64>,
+    #[serde(default)]
+    known: KnownValues,
+    #[serde(default)]
+    reported: Vec<SavedShortfall>,
+}
+
+/// A shortfall already reported for a millisecond that is not settled yet.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct SavedShortfall {
+    ms: i64,
+    loss: Loss,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -245,7 +261,10 @@ impl SavedAccount {
             amounts: flows(&counters.amounts),
             fill_fees: flows(&counters.fill_fees),
             balances: counters.balances.clone(),
-            truncated_queries: counters.truncated_queries,
+            truncated_queries: 0,
+            shortfalls: counters.shortfalls.clone(),
+            known: cursor.known.clone(),
+            reported: cursor.reported.iter().map(|(ms, loss)| SavedShortfall { ms: *ms, loss: *loss }).collect(),
         }
     }
 
@@ -253,17 +272,24 @@ impl SavedAccount {
         let flows = |saved: Vec<SavedFlow>| {
             saved.into_iter().map(|f| ((f.coin, f.business_type, f.direction), f.sum)).collect()
         };
+        let mut shortfalls = self.shortfalls;
+        if self.truncated_queries > 0 {
+            let certain = shortfalls.entry(Loss::Certain).or_default();
+            *certain = certain.saturating_add(self.truncated_queries);
+        }
         Restored {
             cursor: CursorState {
                 settled_through: self.settled_through,
                 seen: self.seen.into_iter().collect::<HashMap<_, _>>(),
+                known: self.known,
+                reported: self.reported.into_iter().map(|r| (r.ms, r.loss)).collect(),
             },
             counters: BillCounters {
                 bills: self.bills.into_iter().map(|c| ((c.coin, c.business_type), c.count)).collect(),
                 amounts: flows(self.amounts),
                 fill_fees: flows(self.fill_fees),
                 balances: self.balances,
-                truncated_queries: self.truncated_queries,
+                shortfalls,
             },
         }
     }
@@ -292,11 +318,15 @@ mod tests {
             fill_fee: Some(Decimal::new(-6, 2)),
             ctime_ms: 1713339011237,
         });
-        counters.truncated_queries = 2;
-        let cursor = CursorState {
+        counters.shortfalls = [(Loss::Certain, 2), (Loss::Possible, 1)].into();
+        let mut cursor = CursorState {
             settled_through: 1713339000000,
             seen: [("686960019383517338".to_string(), 1713339011237)].into_iter().collect(),
+            ..CursorState::default()
         };
+        cursor.known.coins.insert("USDT".into(), 1713339011237);
+        cursor.known.symbols.entry("USDT".into()).or_default().insert("cmt_btcusdt".into(), 1713339011237);
+        cursor.reported.insert(1713339011237, Loss::Possible);
         (cursor, counters)
     }
 
@@ -312,6 +342,15 @@ mod tests {
         assert_eq!(report.unwrap(), 1);
         assert_eq!(reopened.restore("main").unwrap(), Some(Restored { cursor, counters }));
         assert_eq!(reopened.restore("other").unwrap(), None);
+    }
+
+    #[test]
+    fn truncated_queries_saved_by_earlier_versions_are_certain_shortfalls() {
+        let text = r#"{"format":1,"accounts":{"a":{"amounts":[],"balances":{},"bills":[],"fill_fees":[],"seen":{},"settled_through":5,"truncated_queries":3}}}"#;
+        let store = StateStore::from_bytes(Path::new("s.json"), text.as_bytes()).unwrap();
+        let restored = store.restore("a").unwrap().unwrap();
+        assert_eq!(restored.counters.shortfalls, [(Loss::Certain, 3)].into());
+        assert_eq!(restored.cursor, CursorState { settled_through: 5, ..CursorState::default() });
     }
 
     #[tokio::test]

@@ -296,7 +296,7 @@ impl Book {
                 bill.fill_fee,
                 now_ms,
             ),
-            None => account.last_balance(&bill.coin) + bill.amount,
+            None => account.last_balance(&bill.coin).saturating_add(bill.amount),
         };
         let visible_after_ms = i64::try_from(bill.visible_after.as_millis()).unwrap_or(i64::MAX);
         account.bills.push(SimBill {

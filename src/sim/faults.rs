@@ -22,6 +22,8 @@ pub enum Fault {
     RateLimited { retry_after_secs: Option<u64> },
     /// HTTP 400 with the documented error body for this code.
     ExchangeError { code: String },
+    /// HTTP 200 with a valid JSON answer padded to this many bytes, as from a broken endpoint.
+    Oversized(usize),
 }
 
 impl Fault {
@@ -35,6 +37,7 @@ impl Fault {
             Self::Hang(_) => normal(),
             Self::RateLimited { retry_after_secs } => Reply::too_many_requests(*retry_after_secs, now_ms),
             Self::ExchangeError { code } => Reply::error(code, now_ms),
+            Self::Oversized(bytes) => Reply::padded(*bytes),
         }
     }
 }

@@ -325,14 +325,15 @@ impl Collateral {
         fill_fee: Decimal,
         now_ms: i64,
     ) -> Decimal {
-        self.amount += amount;
+        // Saturating: tests book amounts near the decimal range's end on purpose.
+        self.amount = self.amount.saturating_add(amount);
         if business_type == "position_funding" {
-            self.cum_position_funding_amount += amount;
+            self.cum_position_funding_amount = self.cum_position_funding_amount.saturating_add(amount);
         } else if let Some(total) = self.accumulator(business_type) {
-            *total += amount.abs();
+            *total = total.saturating_add(amount.abs());
         }
         if business_type.starts_with("position_") {
-            self.cum_position_fill_fee_amount += fill_fee;
+            self.cum_position_fill_fee_amount = self.cum_position_fill_fee_amount.saturating_add(fill_fee);
         }
         self.updated_time = now_ms;
         self.amount

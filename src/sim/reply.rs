@@ -82,6 +82,14 @@ impl Reply {
         Self { status: StatusCode::OK, content_type: "application/json", body, retry_after_secs: None }
     }
 
+    /// An empty bill page padded with an unknown field to `bytes` bytes in all.
+    pub(crate) fn padded(bytes: usize) -> Self {
+        let mut body = br#"{"hasNextPage":false,"items":[],"padding":""#.to_vec();
+        body.resize(bytes.saturating_sub(2).max(body.len()), b' ');
+        body.extend_from_slice(b"\"}");
+        Self { status: StatusCode::OK, content_type: "application/json", body, retry_after_secs: None }
+    }
+
     /// The first half of this answer, as when a connection is cut mid-body.
     pub(crate) fn truncated(mut self) -> Self {
         self.body.truncate(self.body.len() / 2);
@@ -119,6 +127,9 @@ mod tests {
         assert!(whole.body.starts_with(&cut.body));
         assert!(serde_json::from_slice::<Value>(&cut.body).is_err());
         assert!(serde_json::from_slice::<Value>(&Reply::malformed_json().body).is_err());
+        let padded = Reply::padded(1_000);
+        assert_eq!(padded.body.len(), 1_000);
+        assert!(serde_json::from_slice::<Value>(&padded.body).is_ok());
         let response = Reply::too_many_requests(Some(3), 0).into_response();
         assert_eq!(response.headers()[RETRY_AFTER], "3");
     }

@@ -1,0 +1,128 @@
+//! A crowded millisecond: one whose bill query stays full at a single millisecond, so that it is
+//! split by business type, then coin, then symbol. A full answer says only that more bills match
+//! than it shows, and the API has no paging below a millisecond and no way to list the business
+//! types, coins and symbols an account uses: a split over the values known so far (the documented
+//! types, the configured coins, every value the account's bills have shown) cannot be proven to
+//! reach every bill. So every crowded millisecond is reported, once all its queries are answered:
+//!
+//! - **possible**: every bill found was counted, but a bill of a value never seen, or without the
+//!   value (an empty coin cannot be asked for), would have been missed, and nothing can tell;
+//! - **certain**: a full answer for exactly that millisecond (bounds proven inclusive) proves more
+//!   bills of its filter than were found or counted there before: at least one was missed.
+
+use super::Filter;
+use crate::api::model::{Bill, BillPage};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeSet, HashMap};
+
+/// How sure it is that bills of a crowded millisecond were missed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Loss {
+    /// The split rested on coins or symbols the API cannot list.
+    Possible,
+    /// Fewer bills were found than a full answer proved to exist.
+    Certain,
+}
+
+impl Loss {
+    pub const ALL: [Loss; 2] = [Loss::Certain, Loss::Possible];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Loss::Possible => "possible",
+            Loss::Certain => "certain",
+        }
+    }
+}
+
+/// A crowded millisecond whose count is not proven complete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shortfall {
+    pub ms: i64,
+    /// The business types whose queries stayed full, sorted; empty when only the query of every
+    /// type did (the bills were spread over types, and one never seen may hide behind them).
+    pub business_types: Vec<String>,
+    /// Distinct bills of this millisecond that the queries found, all counted.
+    pub bills_found: usize,
+    pub loss: Loss,
+}
+
+/// What a query filters on, of one bill found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Found {
+    ctime_ms: i64,
+    business_type: String,
+    coin: String,
+    symbol: String,
+}
+
+impl Found {
+    fn of(bill: &Bill) -> Self {
+        Self {
+            ctime_ms: bill.ctime_ms,
+            business_type: bill.business_type.clone(),
+            coin: bill.coin.clone(),
+            symbol: bill.symbol.clone(),
+        }
+    }
+}
+
+/// A query that came back full: its filter and the bounds it was sent with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FullQuery {
+    filter: Filter,
+    sent: (i64, i64),
+}
+
+/// The queries of one crowded millisecond and what they found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Crowded {
+    pub(super) ms: i64,
+    /// Every bill any of its answers showed, by id.
+    found: HashMap<String, Found>,
+    full: Vec<FullQuery>,
+}
+
+impl Crowded {
+    pub(super) fn new(ms: i64) -> Self {
+        Self { ms, found: HashMap::new(), full: Vec::new() }
+    }
+
+    /// Takes the answer to one of its queries, sent with bounds `sent`.
+    pub(super) fn record(&mut self, filter: &Filter, sent: (i64, i64), page: &BillPage) {
+        for bill in &page.items {
+            self.found.entry(bill.id.clone()).or_insert_with(|| Found::of(bill));
+        }
+        if page.has_next_page {
+            self.full.push(FullQuery { filter: filter.clone(), sent });
+        }
+    }
+
+    /// Once every query is answered: what its full answers leave open. `seen` holds the ids
+    /// counted so far whose millisecond is not settled, with their creation times.
+    pub(super) fn shortfall(&self, page_size: u32, seen: &HashMap<String, i64>) -> Shortfall {
+        let proven = self.full.iter().any(|query| self.proves_uncounted(query, page_size, seen));
+        let types: BTreeSet<&str> = self.full.iter().filter_map(|query| query.filter.business_type()).collect();
+        Shortfall {
+            ms: self.ms,
+            business_types: types.into_iter().map(str::to_owned).collect(),
+            bills_found: self.found.values().filter(|b| b.ctime_ms == self.ms).count(),
+            loss: if proven { Loss::Certain } else { Loss::Possible },
+        }
+    }
+
+    /// Whether a full answer sent for exactly this millisecond proves a bill that was never
+    /// counted: no more than a page of bills of its filter were found or counted before (ids
+    /// counted before, whose values are not kept, are taken to match).
+    fn proves_uncounted(&self, query: &FullQuery, page_size: u32, seen: &HashMap<String, i64>) -> bool {
+        if query.sent != (self.ms, self.ms) {
+            return false;
+        }
+        let found = self.found.values().filter(|b| b.ctime_ms == self.ms);
+        let matching = found.filter(|b| query.filter.matches(&b.business_type, &b.coin, &b.symbol)).count();
+        let counted_before =
+            seen.iter().filter(|(id, ctime)| **ctime == self.ms && !self.found.contains_key(*id)).count();
+        matching.saturating_add(counted_before) <= page_size as usize
+    }
+}
