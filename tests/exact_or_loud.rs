@@ -1,0 +1,266 @@
+//! Exact, or loud: the situations where bills could be lost silently or a poller could die, each
+//! against the simulated exchange and the real binary. Every bill is counted exactly once, or the
+//! shortfall shows in `capi_bill_pages_truncated_total` and a warning; no input stops an account
+//! from being polled.
+
+mod common;
+
+use capi_exporter::sim::{Fault, NewBill, SimOptions};
+use common::{Exchange, Exporter, Scrape};
+use rust_decimal::Decimal;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// Fast polls, room in the weight budget for the hundreds of queries of a crowded millisecond,
+/// and a short overlap so that counts settle quickly.
+const FAST: [&str; 8] = [
+    "--bills.overlap",
+    "1s",
+    "--api.ip-weight-budget",
+    "100000",
+    "--api.uid-weight-budget",
+    "100000",
+    "--poll.interval",
+    "300ms",
+];
+
+fn bill(kind: &str, coin: &str, symbol: &str, amount: Decimal, ctime_ms: i64) -> NewBill {
+    NewBill {
+        coin: coin.into(),
+        symbol: symbol.into(),
+        business_type: kind.into(),
+        amount,
+        fill_fee: Decimal::ZERO,
+        ctime_ms: Some(ctime_ms),
+        visible_after: Duration::ZERO,
+    }
+}
+
+/// An exchange with the weight budget of [`FAST`].
+async fn roomy_exchange() -> Exchange {
+    Exchange::start(SimOptions { weight_per_10s: Some(100_000), ..SimOptions::default() }).await
+}
+
+/// A roomy exchange whose bounds are exclusive, so they are never proven inclusive and a crowded
+/// millisecond's loss stays "possible" rather than depending on which bounds were proven first.
+async fn exclusive_exchange() -> Exchange {
+    let options = SimOptions {
+        start_inclusive: false,
+        end_inclusive: false,
+        weight_per_10s: Some(100_000),
+        ..SimOptions::default()
+    };
+    Exchange::start(options).await
+}
+
+async fn settled_past(exporter: &Exporter, ms: i64) -> Scrape {
+    let settled = ms as f64 / 1000.0;
+    exporter
+        .wait_for("the bills to settle", |s| {
+            s.value("capi_bill_cursor_timestamp_seconds", &[]).is_some_and(|t| t >= settled)
+        })
+        .await
+}
+
+fn shortfalls(scrape: &Scrape, loss: &str) -> Option<f64> {
+    scrape.value("capi_bill_pages_truncated_total", &[("loss", loss)])
+}
+
+/// The warning line of a crowded millisecond, with its fields.
+fn shortfall_warning(log: &str, ms: i64) -> Option<String> {
+    let millisecond = format!("millisecond={ms} ");
+    log.lines().find(|line| line.contains("level=warn") && line.contains(&millisecond)).map(str::to_owned)
+}
+
+/// 150 funding bills in one millisecond, each of its own symbol: a funding settlement of an
+/// account with 150 positions.
+fn fund_150_positions(exchange: &Exchange, at: i64) {
+    for i in 0..150 {
+        let symbol = format!("cmt_{i}usdt");
+        exchange.sim.add_bill(exchange.key(), bill("position_funding", "USDT", &symbol, Decimal::new(-(i + 1), 2), at));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crowded_millisecond_of_symbols_never_seen_is_reported_as_a_possible_loss() {
+    let exchange = exclusive_exchange().await;
+    let exporter = Exporter::start(&exchange, &FAST);
+    exporter.wait_up().await;
+    let at = now_ms();
+    fund_150_positions(&exchange, at);
+    let scrape = settled_past(&exporter, at).await;
+    // The page shows 100 symbols; the other 50 were never seen, and the API cannot list them.
+    assert_eq!(scrape.value("capi_bills_total", &[("business_type", "position_funding")]), Some(100.0));
+    assert_eq!(shortfalls(&scrape, "possible"), Some(1.0));
+    assert_eq!(shortfalls(&scrape, "certain"), Some(0.0));
+    let warning = shortfall_warning(&exporter.log(), at).expect("a warning names the millisecond");
+    for field in ["account=default", "business_type=position_funding", "bills_found=100", "loss=possible"] {
+        assert!(warning.contains(field), "{field} in {warning}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crowded_millisecond_of_symbols_seen_before_is_counted_whole() {
+    let exchange = exclusive_exchange().await;
+    let exporter = Exporter::start(&exchange, &FAST);
+    exporter.wait_up().await;
+    // Each position was opened on its own millisecond: the symbols become known.
+    let opened = now_ms();
+    for i in 0..150 {
+        let symbol = format!("cmt_{i}usdt");
+        exchange
+            .sim
+            .add_bill(exchange.key(), bill("position_open_long", "USDT", &symbol, Decimal::NEGATIVE_ONE, opened + i));
+    }
+    settled_past(&exporter, opened + 149).await;
+    let at = now_ms();
+    fund_150_positions(&exchange, at);
+    let scrape = settled_past(&exporter, at).await;
+    assert_eq!(scrape.value("capi_bills_total", &[("business_type", "position_open_long")]), Some(150.0));
+    assert_eq!(scrape.value("capi_bills_total", &[("business_type", "position_funding")]), Some(150.0));
+    let funded: f64 = (1..=150).map(|i| i as f64 / 100.0).sum();
+    let paid = scrape.value("capi_bill_amount_total", &[("business_type", "position_funding"), ("direction", "out")]);
+    assert!((paid.unwrap() - funded).abs() < 1e-9, "{paid:?}");
+    // Every bill counted, yet a symbol never seen would have been missed: still reported.
+    assert_eq!(shortfalls(&scrape, "possible"), Some(1.0));
+    assert!(shortfall_warning(&exporter.log(), at).unwrap().contains("bills_found=150"));
+}
+
+/// 50 BTC and then 100 USDT deposits in one millisecond: the exchange lists the newest first,
+/// so the first page shows only USDT.
+fn deposit_in_two_coins(exchange: &Exchange, at: i64) {
+    for coin in std::iter::repeat_n("BTC", 50).chain(std::iter::repeat_n("USDT", 100)) {
+        exchange.sim.add_bill(exchange.key(), bill("deposit", coin, "", Decimal::ONE, at));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_coin_a_crowded_page_hides_is_reported_unless_seen_before() {
+    let exchange = exclusive_exchange().await;
+    let exporter = Exporter::start(&exchange, &FAST);
+    exporter.wait_up().await;
+    let at = now_ms();
+    deposit_in_two_coins(&exchange, at);
+    let scrape = settled_past(&exporter, at).await;
+    assert_eq!(scrape.value("capi_bills_total", &[("coin", "USDT"), ("business_type", "deposit")]), Some(100.0));
+    assert_eq!(scrape.value("capi_bills_total", &[("coin", "BTC"), ("business_type", "deposit")]), None);
+    assert_eq!(shortfalls(&scrape, "possible"), Some(1.0));
+    assert!(shortfall_warning(&exporter.log(), at).unwrap().contains("business_type=deposit"));
+
+    // Once a BTC bill has shown the coin, the next crowded millisecond is queried for it too.
+    let earlier = now_ms();
+    exchange.sim.add_bill(exchange.key(), bill("withdraw", "BTC", "", Decimal::NEGATIVE_ONE, earlier));
+    settled_past(&exporter, earlier).await;
+    let again = now_ms() + 1;
+    deposit_in_two_coins(&exchange, again);
+    let scrape = settled_past(&exporter, again).await;
+    assert_eq!(scrape.value("capi_bills_total", &[("coin", "USDT"), ("business_type", "deposit")]), Some(200.0));
+    assert_eq!(scrape.value("capi_bills_total", &[("coin", "BTC"), ("business_type", "deposit")]), Some(50.0));
+    assert_eq!(shortfalls(&scrape, "possible"), Some(2.0));
+    assert!(shortfall_warning(&exporter.log(), again).unwrap().contains("bills_found=150"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn amounts_past_the_decimal_range_are_counted_and_reported_not_fatal() {
+    let exchange = roomy_exchange().await;
+    let exporter = Exporter::start(&exchange, &FAST);
+    exporter.wait_up().await;
+    let at = now_ms();
+    exchange.sim.add_bill(exchange.key(), bill("deposit", "USDT", "", Decimal::MAX, at));
+    exchange.sim.add_bill(exchange.key(), bill("deposit", "USDT", "", Decimal::MAX, at + 1));
+    settled_past(&exporter, at + 1).await;
+    // The poller lives on: a later bill is counted too.
+    let later = now_ms() + 2;
+    exchange.sim.add_bill(exchange.key(), bill("withdraw", "USDT", "", Decimal::NEGATIVE_ONE, later));
+    let scrape = settled_past(&exporter, later).await;
+    assert_eq!(scrape.value("capi_bills_total", &[("business_type", "deposit")]), Some(2.0));
+    assert_eq!(scrape.value("capi_bills_total", &[("business_type", "withdraw")]), Some(1.0));
+    let max: f64 = Decimal::MAX.to_string().parse().unwrap();
+    assert_eq!(scrape.value("capi_bill_amount_total", &[("business_type", "deposit"), ("direction", "in")]), Some(max));
+    let unsummed = [("endpoint", "bills"), ("record", "bill"), ("field", "amount")];
+    assert_eq!(scrape.value("capi_api_decode_problems_total", &unsummed), Some(1.0));
+    assert_eq!(scrape.value("capi_up", &[]), Some(1.0));
+    assert_eq!(scrape.value("capi_poller_restarts_total", &[]), Some(0.0));
+    assert!(exporter.log().contains("too large to add to the sums"), "{}", exporter.log());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_after_of_any_size_waits_at_most_an_hour() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let exporter = Exporter::start(&exchange, &["--poll.interval", "1s"]);
+    exporter.wait_up().await;
+    exchange.sim.inject_fault(Fault::RateLimited { retry_after_secs: Some(u64::MAX) }, 1);
+    let scrape =
+        exporter.wait_for("the backoff", |s| s.value("capi_poll_backoff_seconds", &[]).is_some_and(|b| b > 0.0)).await;
+    assert_eq!(scrape.value("capi_poll_backoff_seconds", &[]), Some(3599.0));
+    assert_eq!(scrape.value("capi_up", &[]), Some(0.0));
+    assert_eq!(scrape.value("capi_poller_restarts_total", &[]), Some(0.0));
+    assert!(!exporter.log().contains("panicked"), "{}", exporter.log());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_oversized_answer_is_a_decode_error_and_polling_goes_on() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let exporter = Exporter::start(&exchange, &["--poll.interval", "1s"]);
+    exporter.wait_up().await;
+    // One poll's request and its two retries.
+    exchange.sim.inject_fault(Fault::Oversized(17 << 20), 3);
+    let decode_errors = [("outcome", "decode_error")];
+    let scrape = exporter
+        .wait_for("recovery after the oversized answers", |s| {
+            s.sum("capi_api_requests_total", &decode_errors) == 3.0 && s.value("capi_up", &[]) == Some(1.0)
+        })
+        .await;
+    assert_eq!(scrape.value("capi_poller_restarts_total", &[]), Some(0.0));
+    assert!(exporter.log().contains("the answer is larger than 16 MiB"), "{}", exporter.log());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_poller_that_dies_is_restarted_and_counts_every_bill_once() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    // A long account name: its jitter seed once overflowed in debug builds.
+    let name = "a-long-account-name-of-a-trading-desk";
+    let mut command = Exporter::command(&["--api.account-name", name, "--bills.overlap", "1s"]);
+    command
+        .args(["--api.base-url", &exchange.url])
+        .env("CAPI_API_KEY", &exchange.credentials.api_key)
+        .env("CAPI_API_SECRET", &exchange.credentials.secret)
+        .env("CAPI_API_PASSPHRASE", &exchange.credentials.passphrase)
+        .env("CAPI_TEST_PANIC", format!("{name}:3"));
+    let exporter = Exporter::spawn(command);
+    exporter.wait_up().await;
+    // Bills flow while the poller dies three times, 1, 2 and 4 s apart.
+    let key = exchange.key().to_string();
+    let sim = exchange.sim.clone();
+    let flow = std::thread::spawn(move || {
+        for i in 0..60 {
+            sim.add_bill(&key, bill("deposit", "USDT", "", Decimal::new(i + 1, 1), now_ms()));
+            std::thread::sleep(Duration::from_millis(150));
+        }
+    });
+    let down = exporter
+        .wait_for("the account shown down", |s| {
+            s.value("capi_poller_restarts_total", &[]) >= Some(1.0) && s.value("capi_up", &[]) == Some(0.0)
+        })
+        .await;
+    assert!(down.series("capi_bill_balance").len() <= 1, "the last counters stay on show");
+    flow.join().unwrap();
+    let newest = exchange.sim.bills(exchange.key()).iter().map(|b| b.ctime_ms).max().unwrap();
+    let scrape = exporter
+        .wait_for("three restarts and every bill", |s| {
+            s.value("capi_poller_restarts_total", &[]) == Some(3.0)
+                && s.value("capi_up", &[]) == Some(1.0)
+                && s.value("capi_bill_cursor_timestamp_seconds", &[]).is_some_and(|t| t >= newest as f64 / 1000.0)
+        })
+        .await;
+    assert_eq!(scrape.value("capi_bills_total", &[("business_type", "deposit")]), Some(60.0));
+    let deposited: f64 = (1..=60).map(|i| i as f64 / 10.0).sum();
+    let counted = scrape.value("capi_bill_amount_total", &[("direction", "in")]).unwrap();
+    assert!((counted - deposited).abs() < 1e-9, "{counted} counted, {deposited} deposited");
+    let log = exporter.log();
+    let deaths = log.lines().filter(|l| l.contains("level=error") && l.contains("poller stopped unexpectedly"));
+    assert_eq!(deaths.filter(|l| l.contains(&format!("account={name}"))).count(), 3, "{log}");
+}
