@@ -69,6 +69,11 @@ fn accounts_yaml() {
 }
 
 #[test]
+fn poll() {
+    replay_target("poll", entries::poll);
+}
+
+#[test]
 fn state_file() {
     replay_target("state_file", entries::state_file);
 }

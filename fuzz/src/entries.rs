@@ -5,12 +5,15 @@
 //! functions on stable Rust. Only the crate's public API and serde_json are used. Every target
 //! asserts invariants, not only the absence of panics: a failed assertion is a finding.
 
+use capi_exporter::api::client::{read_account_answer, read_bill_answer};
 use capi_exporter::api::json::JsonObject;
 use capi_exporter::api::model::{decode_account_info, decode_bill_page, BillPage};
 use capi_exporter::config::parse_accounts;
 use capi_exporter::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics, Metrics};
 use capi_exporter::poller::cursor::BillCursor;
+use capi_exporter::poller::poll_state::PollState;
 use capi_exporter::poller::state::StateStore;
+use capi_exporter::poller::{Checkpoint, PollSettings};
 use capi_exporter::web::WebConfig;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashSet};
@@ -119,6 +122,75 @@ fn answer_once_expecting_nothing_new(cursor: &mut BillCursor, page: &BillPage, w
     if cursor.next_query().is_some() {
         let accepted = cursor.accept(page);
         assert_eq!(accepted.new_bills, Vec::new(), "bills counted twice {when}");
+    }
+}
+
+/// One whole poll with arbitrary answers, as the poller makes it: answers separated by the byte
+/// 0xFF (never in UTF-8 text), each an HTTP status chosen by its first byte and a body. The
+/// first answers the account query, the others the bill queries in turn. Each is read by the
+/// client's own reader, taken by the poll state (cursor, counters, figures), published and
+/// rendered. Invariants: nothing panics; the exposition is well-formed and shows exactly the
+/// bills counted; a poll resumed from the checkpoint counts none of them again.
+pub fn poll(data: &[u8]) {
+    let settings = PollSettings {
+        interval: Duration::from_secs(15),
+        overlap: Duration::from_millis(OVERLAP_MS as u64),
+        // A window of a few milliseconds: a handful of answers reach a crowded millisecond.
+        backfill: Duration::from_millis(3),
+        bill_queries_per_poll: MAX_QUERIES,
+    };
+    let mut answers = data.split(|b| *b == 0xFF).map(|answer| match answer.split_first() {
+        Some((status, body)) => (http_status(*status), body),
+        None => (200, answer),
+    });
+    let no_headers = http::HeaderMap::new();
+    let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
+    let mut up = true;
+    match answers.next().map(|(status, body)| read_account_answer(status, &no_headers, body)) {
+        Some(Ok(answer)) => state.take_account(2, answer.value, local_now_ms()),
+        Some(Err(_)) | None => up = false,
+    }
+    let bill_answers: Vec<(u16, &[u8])> = answers.take(MAX_QUERIES).collect();
+    let (counted, failed) = scan(&mut state, WALL_CLOCK_MS, &bill_answers, &no_headers);
+    up &= !failed;
+
+    let checkpoint = state.checkpoint();
+    let in_counters: u64 = checkpoint.counters.bills.values().sum();
+    assert_eq!(in_counters, counted, "the counters hold another number of bills than were counted");
+    let slot = AccountSlot::new("fuzz");
+    slot.publish(state.snapshot(up));
+    let samples = check_exposition(&render(vec![slot]));
+    let shown: f64 = samples.iter().filter(|(series, _)| series.starts_with("capi_bills_total{")).map(|(_, v)| v).sum();
+    assert_eq!(shown, in_counters as f64, "the exposition shows another number of bills than were counted");
+
+    let mut resumed = PollState::new(checkpoint, &AccountSnapshot::default(), &settings, &[2]);
+    let (again, _) = scan(&mut resumed, WALL_CLOCK_MS + 1, &bill_answers, &no_headers);
+    assert_eq!(again, 0, "a poll resumed from the checkpoint counted bills again");
+}
+
+/// Answers the bill queries of one scan in turn, until an answer is an error (which ends the
+/// scan as it ends a poll). Returns the bills counted and whether an error ended it.
+fn scan(state: &mut PollState, now_ms: i64, answers: &[(u16, &[u8])], headers: &http::HeaderMap) -> (u64, bool) {
+    state.start_bill_scan(now_ms);
+    let mut counted = 0;
+    for (status, body) in answers {
+        if state.next_bill_query().is_none() {
+            break;
+        }
+        let Ok(answer) = read_bill_answer(*status, headers, body) else { return (counted, true) };
+        counted += state.take_bills(&answer.value).new_bills as u64;
+    }
+    (counted, false)
+}
+
+/// Mostly 200, sometimes a failure the exchange or a proxy sends.
+fn http_status(byte: u8) -> u16 {
+    match byte {
+        0..=199 => 200,
+        200..=219 => 400,
+        220..=229 => 429,
+        230..=239 => 502,
+        _ => 404,
     }
 }
 

@@ -215,8 +215,7 @@ impl Client {
         // The whole exchange, from connecting to the answer's last byte.
         let timeout = self.settings.timeout;
         let (head, bytes) = tokio::time::timeout(timeout, exchange).await.map_err(|_| ApiError::Timeout(timeout))??;
-        let (retry_after, date_ms) = (retry_after(&head.headers), date_ms(&head.headers));
-        decode_with(interpret(head.status.as_u16(), retry_after, date_ms, &bytes)?, format)
+        read_answer(format, head.status.as_u16(), &head.headers, &bytes)
     }
 
     fn headers(&self, timestamp: &str, signature: &str) -> Result<HeaderMap, ApiError> {
@@ -238,6 +237,26 @@ impl Client {
         headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_TEXT));
         Ok(headers)
     }
+}
+
+/// Reads a complete answer of the account query as the client does (public for the fuzz
+/// targets, which drive exactly this path with arbitrary answers).
+pub fn read_account_answer(status: u16, headers: &HeaderMap, body: &[u8]) -> Result<Answer<AccountInfo>, ApiError> {
+    read_answer(&ACCOUNT_ANSWER, status, headers, body)
+}
+
+/// Reads a complete answer of the bill query as the client does (public for the fuzz targets).
+pub fn read_bill_answer(status: u16, headers: &HeaderMap, body: &[u8]) -> Result<Answer<BillPage>, ApiError> {
+    read_answer(&BILL_ANSWER, status, headers, body)
+}
+
+fn read_answer<T>(
+    format: &AnswerFormat<T>,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<Answer<T>, ApiError> {
+    decode_with(interpret(status, retry_after(headers), date_ms(headers), body)?, format)
 }
 
 /// A whole answer body of at most [`MAX_ANSWER_BYTES`].

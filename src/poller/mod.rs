@@ -7,23 +7,22 @@ pub mod backoff;
 pub mod budget;
 pub mod counters;
 pub mod cursor;
+pub mod poll_state;
 pub mod retry;
 pub mod state;
 pub mod supervisor;
 
-use crate::api::client::MAX_PAGE;
 use crate::api::clock::local_now_ms;
-use crate::api::fields::DecodeProblem;
-use crate::api::model::{coin_name, AccountInfo};
 use crate::api::{Answer, ApiError, Client, Endpoint};
-use crate::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics};
+use crate::metrics::{AccountSlot, ExporterMetrics};
 use backoff::{Backoff, Pace};
 use budget::AccountBudget;
 use counters::BillCounters;
-use cursor::{Accepted, BillCursor, CursorState, Loss, Shortfall};
+use cursor::{CursorState, Loss, Shortfall};
+use poll_state::{Counted, PollState};
 use retry::{retry_after, Jitter};
 use state::StateStore;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -106,13 +105,7 @@ pub struct AccountPoller {
     store: Option<Arc<StateStore>>,
     /// Where the end of each poll is recorded, for a poller that takes over after this one.
     checkpoint: Arc<Mutex<Checkpoint>>,
-    cursor: Option<BillCursor>,
-    /// Shared with the published snapshot: copied on write, only when bills arrive.
-    counters: Arc<BillCounters>,
-    /// Shared with the published snapshots: each answer is held once, however many read it.
-    coins: BTreeMap<u64, Arc<AccountInfo>>,
-    /// When each coin's figures were last fetched (this machine's clock, ms).
-    fetched_at_ms: BTreeMap<u64, i64>,
+    state: PollState,
     backoff: Backoff,
     jitter: Jitter,
     /// The failures of the previous poll and of this one, so that a lasting outage logs once,
@@ -126,8 +119,7 @@ impl AccountPoller {
     pub fn new(setup: PollerSetup, checkpoint: Arc<Mutex<Checkpoint>>) -> Self {
         let PollerSetup { account, settings, slot, metrics, store } = setup;
         let resumed = lock(&checkpoint).clone();
-        let cursor = resumed.cursor.map(|state| bill_cursor(state, &settings, &account.coin_ids));
-        let published = slot.latest().unwrap_or_default();
+        let state = PollState::new(resumed, &slot.latest().unwrap_or_default(), &settings, &account.coin_ids);
         let name_hash = slot.name().bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
         let jitter = Jitter::new(local_now_ms() as u64 ^ name_hash);
         Self {
@@ -137,10 +129,7 @@ impl AccountPoller {
             metrics,
             store,
             checkpoint,
-            cursor,
-            counters: resumed.counters,
-            coins: published.coins.clone(),
-            fetched_at_ms: published.fetched_at_ms.clone(),
+            state,
             backoff: Backoff::default(),
             jitter,
             previous_failures: BTreeSet::new(),
@@ -181,10 +170,7 @@ impl AccountPoller {
         for coin in self.account.coin_ids.clone() {
             let client = &self.account.client;
             match self.request(Endpoint::Account, || client.account(coin)).await {
-                Ok(info) => {
-                    self.coins.insert(coin, Arc::new(with_coin_id(info, coin)));
-                    self.fetched_at_ms.insert(coin, local_now_ms());
-                }
+                Ok(info) => self.state.take_account(coin, info, local_now_ms()),
                 Err(e) => {
                     self.note_failure(Endpoint::Account, &e);
                     healthy = false;
@@ -208,69 +194,39 @@ impl AccountPoller {
         self.previous_failures = std::mem::take(&mut self.failures);
         #[cfg(debug_assertions)]
         supervisor::panic_if_asked(self.slot.name());
-        self.save_state().await;
-        *lock(&self.checkpoint) =
-            Checkpoint { cursor: self.cursor.as_ref().map(|c| c.state().clone()), counters: self.counters.clone() };
+        let checkpoint = self.state.checkpoint();
+        self.save_state(&checkpoint).await;
+        *lock(&self.checkpoint) = checkpoint;
         self.metrics.clock_offset(self.account.client.clock().offset_ms());
-        self.slot.publish(AccountSnapshot {
-            coins: self.coins.clone(),
-            fetched_at_ms: self.fetched_at_ms.clone(),
-            counters: self.counters.clone(),
-            settled_through_ms: self.cursor.as_ref().map_or(0, |c| c.state().settled_through),
-            up: healthy,
-        });
+        self.slot.publish(self.state.snapshot(healthy));
         pace
     }
 
     /// Makes the bill queries of this poll, at most the per-poll limit.
     async fn scan_bills(&mut self) -> Result<(), ApiError> {
-        let now_ms = self.account.client.clock().now_ms();
-        let mut cursor = self.cursor.take().unwrap_or_else(|| {
-            let count_from = now_ms.saturating_sub(self.settings.backfill.as_millis() as i64);
-            bill_cursor(CursorState::counting_from(count_from), &self.settings, &self.account.coin_ids)
-        });
-        cursor.start_poll(now_ms);
-        let scanned = self.scan_with(&mut cursor).await;
-        if cursor.pass_in_progress() {
-            self.metrics.scan_deferred(self.slot.name());
-            debug!(account = self.slot.name(), "bill scan stopped before its end; it resumes at the next poll");
-        }
-        self.cursor = Some(cursor);
-        scanned
-    }
-
-    async fn scan_with(&mut self, cursor: &mut BillCursor) -> Result<(), ApiError> {
+        self.state.start_bill_scan(self.account.client.clock().now_ms());
         for _ in 0..self.settings.bill_queries_per_poll {
-            let Some(query) = cursor.next_query() else { break };
+            let Some(query) = self.state.next_bill_query() else { break };
             let client = &self.account.client;
             let page = self.request(Endpoint::Bills, || client.bills(&query)).await?;
-            let accepted = cursor.accept(&page);
-            self.count(accepted);
+            let counted = self.state.take_bills(&page);
+            self.report(&counted);
+        }
+        if self.state.bill_scan_in_progress() {
+            self.metrics.scan_deferred(self.slot.name());
+            debug!(account = self.slot.name(), "bill scan stopped before its end; it resumes at the next poll");
         }
         Ok(())
     }
 
-    /// Counts what one answer brought: its new bills and the shortfalls it proved.
-    fn count(&mut self, accepted: Accepted) {
-        if accepted.new_bills.is_empty() && accepted.shortfall.is_none() {
-            return; // the counters shared with the snapshot stay as they are
-        }
-        let counters = Arc::make_mut(&mut self.counters);
-        let unsummed: Vec<DecodeProblem> = accepted
-            .new_bills
-            .iter()
-            .flat_map(|bill| counters.count(bill))
-            .map(|field| DecodeProblem { record: "bill", field: field.into(), detail: UNSUMMABLE })
-            .collect();
-        if let Some(shortfall) = &accepted.shortfall {
-            counters.note_shortfall(shortfall.loss);
-        }
-        if !unsummed.is_empty() {
-            self.metrics.decode_problems(self.slot.name(), Endpoint::Bills, &unsummed);
-            warn!(account = self.slot.name(), problems = ?unsummed,
+    /// Logs and counts what a bill answer left out or left unproven.
+    fn report(&self, counted: &Counted) {
+        if !counted.unsummed.is_empty() {
+            self.metrics.decode_problems(self.slot.name(), Endpoint::Bills, &counted.unsummed);
+            warn!(account = self.slot.name(), problems = ?counted.unsummed,
                 "bills were counted, but some of their values are too large to add to the sums and are left out of them");
         }
-        if let Some(shortfall) = &accepted.shortfall {
+        if let Some(shortfall) = &counted.shortfall {
             warn_shortfall(self.slot.name(), shortfall);
         }
     }
@@ -321,17 +277,14 @@ impl AccountPoller {
         self.failures.insert(text);
     }
 
-    async fn save_state(&self) {
-        let (Some(store), Some(cursor)) = (&self.store, &self.cursor) else { return };
-        if let Err(e) = store.save(self.slot.name(), cursor.state(), &self.counters).await {
+    async fn save_state(&self, checkpoint: &Checkpoint) {
+        let (Some(store), Some(cursor)) = (&self.store, &checkpoint.cursor) else { return };
+        if let Err(e) = store.save(self.slot.name(), cursor, &checkpoint.counters).await {
             self.metrics.state_error(self.slot.name());
             error!(account = self.slot.name(), error = %e, "cannot save the state file; a restart now would resume from the previous save and count the newer bills again from there");
         }
     }
 }
-
-/// What a bill value that could not be added to its sum is reported as.
-const UNSUMMABLE: &str = "too large to add to the counted sum; the bill is counted, the value is left out";
 
 /// The warning for a crowded millisecond whose count is not proven complete.
 fn warn_shortfall(account: &str, shortfall: &Shortfall) {
@@ -373,43 +326,9 @@ fn lock(checkpoint: &Mutex<Checkpoint>) -> std::sync::MutexGuard<'_, Checkpoint>
     checkpoint.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A bill cursor continuing from `state`, splitting crowded milliseconds over the configured
-/// coins too.
-fn bill_cursor(state: CursorState, settings: &PollSettings, coin_ids: &[u64]) -> BillCursor {
-    let coins = coin_ids.iter().filter_map(|id| coin_name(*id)).map(str::to_owned).collect();
-    BillCursor::resume(state, settings.overlap.as_millis() as i64, MAX_PAGE).with_configured_coins(coins)
-}
-
-/// Records without a readable `coin_id` take the coin they were queried for, so that they keep
-/// a `coin_id` label and two coins' records cannot collide.
-fn with_coin_id(mut info: AccountInfo, coin: u64) -> AccountInfo {
-    let coin = || Some(coin.to_string());
-    for collateral in info.collateral.iter_mut().filter(|c| c.coin_id.is_none()) {
-        collateral.coin_id = coin();
-    }
-    for position in info.positions.iter_mut().filter(|p| p.coin_id.is_none()) {
-        position.coin_id = coin();
-    }
-    info
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::model::{Collateral, Position};
-
-    #[test]
-    fn a_missing_coin_id_is_the_queried_coin_and_a_present_one_stays() {
-        let info = AccountInfo {
-            collateral: vec![Collateral::default(), Collateral { coin_id: Some("9".into()), ..Collateral::default() }],
-            positions: vec![Position::default()],
-            ..AccountInfo::default()
-        };
-        let info = with_coin_id(info, 2);
-        assert_eq!(info.collateral[0].coin_id.as_deref(), Some("2"));
-        assert_eq!(info.collateral[1].coin_id.as_deref(), Some("9"));
-        assert_eq!(info.positions[0].coin_id.as_deref(), Some("2"));
-    }
 
     #[test]
     fn accounts_start_in_groups_half_a_second_apart_within_the_interval() {

@@ -1,0 +1,163 @@
+//! What an account's polls have learned: the bill cursor, the counters and the last answers of
+//! the account query. Changed only by answers, free of I/O, so a poll can be driven by anything:
+//! the poller by the exchange, the fuzz target by arbitrary bytes.
+
+use super::counters::BillCounters;
+use super::cursor::{BillCursor, CursorState, Shortfall};
+use super::{Checkpoint, PollSettings};
+use crate::api::client::MAX_PAGE;
+use crate::api::fields::DecodeProblem;
+use crate::api::model::{coin_name, AccountInfo, BillPage};
+use crate::api::BillQuery;
+use crate::metrics::AccountSnapshot;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// What a bill value that could not be added to its sum is reported as.
+const UNSUMMABLE: &str = "too large to add to the counted sum; the bill is counted, the value is left out";
+
+/// What one bill answer brought.
+#[derive(Debug, Default, PartialEq)]
+pub struct Counted {
+    pub new_bills: usize,
+    /// Values of new bills left out of the sums, which they would have taken out of range.
+    pub unsummed: Vec<DecodeProblem>,
+    pub shortfall: Option<Shortfall>,
+}
+
+#[derive(Debug, Clone)]
+pub struct PollState {
+    overlap_ms: i64,
+    backfill_ms: i64,
+    /// Coin names of the configured coin ids: a crowded millisecond is split over them too.
+    configured_coins: Vec<String>,
+    /// `None` until the first bill scan of a fresh start: counting starts then, by the
+    /// exchange's clock as the first answers corrected it, not this machine's.
+    cursor: Option<BillCursor>,
+    /// Shared with the published snapshot: copied on write, only when bills arrive.
+    counters: Arc<BillCounters>,
+    /// Shared with the published snapshots: each answer is held once, however many read it.
+    coins: BTreeMap<u64, Arc<AccountInfo>>,
+    /// When each coin's figures were last fetched (this machine's clock, ms).
+    fetched_at_ms: BTreeMap<u64, i64>,
+}
+
+impl PollState {
+    /// Continues from `checkpoint`, showing the figures of `published` until new ones arrive.
+    pub fn new(checkpoint: Checkpoint, published: &AccountSnapshot, settings: &PollSettings, coin_ids: &[u64]) -> Self {
+        let configured_coins = coin_ids.iter().filter_map(|id| coin_name(*id)).map(str::to_owned).collect();
+        let mut state = Self {
+            overlap_ms: millis(settings.overlap),
+            backfill_ms: millis(settings.backfill),
+            configured_coins,
+            cursor: None,
+            counters: checkpoint.counters,
+            coins: published.coins.clone(),
+            fetched_at_ms: published.fetched_at_ms.clone(),
+        };
+        state.cursor = checkpoint.cursor.map(|cursor| state.bill_cursor(cursor));
+        state
+    }
+
+    /// Takes a coin's account answer, fetched at `now_ms` by this machine's clock.
+    pub fn take_account(&mut self, coin: u64, info: AccountInfo, now_ms: i64) {
+        self.coins.insert(coin, Arc::new(with_coin_id(info, coin)));
+        self.fetched_at_ms.insert(coin, now_ms);
+    }
+
+    /// Starts a bill scan up to `now_ms` by the exchange's clock, unless one is in progress;
+    /// the first scan of a fresh start counts from `now_ms` minus the backfill.
+    pub fn start_bill_scan(&mut self, now_ms: i64) {
+        if self.cursor.is_none() {
+            let start = CursorState::counting_from(now_ms.saturating_sub(self.backfill_ms));
+            self.cursor = Some(self.bill_cursor(start));
+        }
+        if let Some(cursor) = &mut self.cursor {
+            cursor.start_poll(now_ms);
+        }
+    }
+
+    pub fn next_bill_query(&self) -> Option<BillQuery> {
+        self.cursor.as_ref()?.next_query()
+    }
+
+    /// Takes the answer to the query [`Self::next_bill_query`] returned last.
+    pub fn take_bills(&mut self, page: &BillPage) -> Counted {
+        let Some(cursor) = &mut self.cursor else { return Counted::default() };
+        let accepted = cursor.accept(page);
+        if accepted.new_bills.is_empty() && accepted.shortfall.is_none() {
+            return Counted::default(); // the counters shared with the snapshot stay as they are
+        }
+        let counters = Arc::make_mut(&mut self.counters);
+        let unsummed = accepted
+            .new_bills
+            .iter()
+            .flat_map(|bill| counters.count(bill))
+            .map(|field| DecodeProblem { record: "bill", field: field.into(), detail: UNSUMMABLE })
+            .collect();
+        if let Some(shortfall) = &accepted.shortfall {
+            counters.note_shortfall(shortfall.loss);
+        }
+        Counted { new_bills: accepted.new_bills.len(), unsummed, shortfall: accepted.shortfall }
+    }
+
+    /// Whether the bill scan stopped before its end (it resumes at the next scan).
+    pub fn bill_scan_in_progress(&self) -> bool {
+        self.cursor.as_ref().is_some_and(BillCursor::pass_in_progress)
+    }
+
+    /// The cursor and counters, consistent with each other between two polls.
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint { cursor: self.cursor.as_ref().map(|c| c.state().clone()), counters: self.counters.clone() }
+    }
+
+    pub fn snapshot(&self, up: bool) -> AccountSnapshot {
+        AccountSnapshot {
+            coins: self.coins.clone(),
+            fetched_at_ms: self.fetched_at_ms.clone(),
+            counters: self.counters.clone(),
+            settled_through_ms: self.cursor.as_ref().map_or(0, |c| c.state().settled_through),
+            up,
+        }
+    }
+
+    fn bill_cursor(&self, state: CursorState) -> BillCursor {
+        BillCursor::resume(state, self.overlap_ms, MAX_PAGE).with_configured_coins(self.configured_coins.clone())
+    }
+}
+
+fn millis(duration: std::time::Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Records without a readable `coin_id` take the coin they were queried for, so that they keep
+/// a `coin_id` label and two coins' records cannot collide.
+fn with_coin_id(mut info: AccountInfo, coin: u64) -> AccountInfo {
+    let coin = || Some(coin.to_string());
+    for collateral in info.collateral.iter_mut().filter(|c| c.coin_id.is_none()) {
+        collateral.coin_id = coin();
+    }
+    for position in info.positions.iter_mut().filter(|p| p.coin_id.is_none()) {
+        position.coin_id = coin();
+    }
+    info
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::model::{Collateral, Position};
+
+    #[test]
+    fn a_missing_coin_id_is_the_queried_coin_and_a_present_one_stays() {
+        let info = AccountInfo {
+            collateral: vec![Collateral::default(), Collateral { coin_id: Some("9".into()), ..Collateral::default() }],
+            positions: vec![Position::default()],
+            ..AccountInfo::default()
+        };
+        let info = with_coin_id(info, 2);
+        assert_eq!(info.collateral[0].coin_id.as_deref(), Some("2"));
+        assert_eq!(info.collateral[1].coin_id.as_deref(), Some("9"));
+        assert_eq!(info.positions[0].coin_id.as_deref(), Some("2"));
+    }
+}
