@@ -51,7 +51,7 @@ impl SnapshotExposition {
         let snapshots: Vec<(&str, &AccountSnapshot)> =
             latest.iter().filter_map(|(name, snapshot)| snapshot.as_deref().map(|s| (*name, s))).collect();
         let now_ms = local_now_ms();
-        let oldest_ms = now_ms - self.max_age.as_millis() as i64;
+        let oldest_ms = now_ms.saturating_sub(i64::try_from(self.max_age.as_millis()).unwrap_or(i64::MAX));
         let snapshots: Vec<View> =
             snapshots.into_iter().map(|(name, snapshot)| View::new(name, snapshot, oldest_ms)).collect();
         encode_data_age(encoder, &snapshots, now_ms);
