@@ -39,6 +39,9 @@ async fn no_path_shows_a_credential() {
             Fault::Truncated,
             Fault::RateLimited { retry_after_secs: Some(1) },
             Fault::Hang(Duration::from_millis(800)),
+            // A proxy's debug page and an exchange message that echo the request's headers.
+            Fault::EchoHeaders(500),
+            Fault::EchoHeaders(400),
         ] {
             let failed_before = failures(&exporter.scrape().await);
             exchange.sim.inject_fault(fault, 2);
@@ -46,6 +49,8 @@ async fn no_path_shows_a_credential() {
         }
         assert_hidden(&exchange.credentials, &format!("/metrics ({format})"), &exporter.scrape().await.text);
         assert_hidden(&exchange.credentials, &format!("the {format} log"), &exporter.log());
+        assert!(exporter.log().contains("access-key: [REDACTED]"), "the echoed headers are logged, redacted");
+        assert!(!exporter.log().contains("access-sign: ") || exporter.log().contains("access-sign: [REDACTED]"));
     }
 
     let wrong_passphrase = Credentials { passphrase: "wrong-passphrase-123".into(), ..exchange.credentials.clone() };

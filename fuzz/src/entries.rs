@@ -7,7 +7,7 @@
 
 use capi_exporter::api::client::{read_account_answer, read_bill_answer};
 use capi_exporter::api::json::JsonObject;
-use capi_exporter::api::model::{decode_account_info, decode_bill_page, BillPage};
+use capi_exporter::api::model::{decode_account_info, decode_bill_page, Bill, BillPage};
 use capi_exporter::config::parse_accounts;
 use capi_exporter::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics, Metrics};
 use capi_exporter::poller::cursor::BillCursor;
@@ -69,7 +69,11 @@ pub fn bill_page(data: &[u8]) {
         let offset = page.items[position..].iter().position(|b| b == bill).expect("a new bill not on the page");
         position += offset + 1;
     }
-    let expected: HashSet<&str> = page.items.iter().filter(|b| b.ctime_ms > -1).map(|b| b.id.as_str()).collect();
+    let in_window = |b: &&Bill| -1 <= b.ctime_ms && b.ctime_ms <= NOW_MS + 1;
+    let expected: HashSet<&str> =
+        page.items.iter().filter(in_window).filter(|b| b.ctime_ms > -1).map(|b| b.id.as_str()).collect();
+    let outside = page.items.iter().filter(|b| !in_window(b)).count();
+    assert_eq!(accepted.unmatched.len(), outside, "bills created outside the query's window are not all ignored");
     assert_eq!(counted, expected, "the new bills are not exactly the distinct ids created since counting began");
     check_seen(&cursor);
     if page.has_next_page {

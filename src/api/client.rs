@@ -215,7 +215,13 @@ impl Client {
         // The whole exchange, from connecting to the answer's last byte.
         let timeout = self.settings.timeout;
         let (head, bytes) = tokio::time::timeout(timeout, exchange).await.map_err(|_| ApiError::Timeout(timeout))??;
-        read_answer(format, head.status.as_u16(), &head.headers, &bytes)
+        let status = head.status.as_u16();
+        let answer = read_answer(format, status, &head.headers, &bytes);
+        // An error page or message may echo the request: say it without the credentials.
+        match answer.is_err().then(|| self.credentials.redact(&bytes, &signature)).flatten() {
+            Some(redacted) => read_answer(format, status, &head.headers, &redacted),
+            None => answer,
+        }
     }
 
     fn headers(&self, timestamp: &str, signature: &str) -> Result<HeaderMap, ApiError> {

@@ -31,9 +31,60 @@ pub struct Credentials {
     pub passphrase: Secret,
 }
 
+/// What replaces a credential in a text from outside.
+pub const REDACTED: &str = "[REDACTED]";
+
+impl Credentials {
+    /// `text` with every occurrence of these credentials and of `signature` (also as JSON
+    /// writes a `/`, escaped) replaced by [`REDACTED`], or `None` when it holds none. For texts
+    /// from outside that may echo the request: a proxy's error page, an exchange's message.
+    pub fn redact(&self, text: &[u8], signature: &str) -> Option<Vec<u8>> {
+        let secrets = [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature];
+        let escaped: Vec<String> = secrets.iter().filter(|s| s.contains('/')).map(|s| s.replace('/', "\\/")).collect();
+        let mut all: Vec<&str> =
+            secrets.into_iter().chain(escaped.iter().map(String::as_str)).filter(|s| !s.is_empty()).collect();
+        // Longest first, so that a secret holding another is replaced whole.
+        all.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        let mut redacted = text.to_vec();
+        for secret in all {
+            redacted = replace_all(&redacted, secret.as_bytes(), REDACTED.as_bytes());
+        }
+        (redacted != text).then_some(redacted)
+    }
+}
+
+fn replace_all(text: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.windows(from.len()).position(|window| window == from) {
+        out.extend_from_slice(&rest[..at]);
+        out.extend_from_slice(to);
+        rest = &rest[at + from.len()..];
+    }
+    out.extend_from_slice(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn credentials_and_the_signature_are_redacted_from_outside_texts() {
+        let credentials = Credentials {
+            api_key: Secret::new("key-123"),
+            secret: Secret::new("sec-456"),
+            passphrase: Secret::new("pass-789"),
+        };
+        let echo =
+            br#"<pre>ACCESS-KEY: key-123\nACCESS-PASSPHRASE: pass-789</pre>{"sign":"ab\/cd+ef=","again":"key-123"}"#;
+        let redacted = String::from_utf8(credentials.redact(echo, "ab/cd+ef=").unwrap()).unwrap();
+        assert_eq!(
+            redacted,
+            r#"<pre>ACCESS-KEY: [REDACTED]\nACCESS-PASSPHRASE: [REDACTED]</pre>{"sign":"[REDACTED]","again":"[REDACTED]"}"#
+        );
+        assert_eq!(credentials.redact(b"nothing secret here", "zz"), None);
+    }
 
     #[test]
     fn debug_output_hides_every_part() {

@@ -1,11 +1,12 @@
 //! The bill counters: exact decimal sums of the bills the cursor found new.
 
 use super::cursor::Loss;
+use crate::api::fields::DecodeProblem;
 use crate::api::model::Bill;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The sign of an amount: money into the account or out of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -31,6 +32,17 @@ impl Direction {
         }
     }
 }
+
+/// At most this many coins, and business types, are labels of an account's bill counters; a
+/// bill of another once the limit is reached is counted under [`OTHER`], so that no answer can
+/// create any number of series, and no bill goes uncounted.
+pub const MAX_COINS: usize = 32;
+pub const MAX_BUSINESS_TYPES: usize = 64;
+/// The label value of the coins or business types past the limit.
+pub const OTHER: &str = "other";
+
+const UNSUMMABLE: &str = "too large to add to the counted sum; the bill is counted, the value is left out";
+const OVER_LIMIT: &str = "one value too many for the account's labels; the bill is counted under \"other\"";
 
 /// `(coin, business_type)`.
 pub type TypeKey = (String, String);
@@ -72,26 +84,52 @@ pub struct BillCounters {
 }
 
 impl BillCounters {
-    /// Counts one bill. Returns the fields whose value could not be added to its sum, which
-    /// would leave the decimal range: the bill is counted, and those values are left out.
-    pub fn count(&mut self, bill: &Bill) -> Vec<&'static str> {
-        let count = self.bills.entry((bill.coin.clone(), bill.business_type.clone())).or_default();
-        *count = count.saturating_add(1);
-        let mut unsummed = Vec::new();
-        if !add_flow(&mut self.amounts, bill, bill.amount) {
-            unsummed.push("amount");
+    /// Counts one bill. Returns what was not counted as it is: a coin or business type past
+    /// the limit (counted as [`OTHER`]), a value that would take its sum out of the decimal
+    /// range (left out of the sum). The bill itself is always counted.
+    pub fn count(&mut self, bill: &Bill) -> Vec<DecodeProblem> {
+        let mut problems = Vec::new();
+        let mut problem =
+            |field: &str, detail| problems.push(DecodeProblem { record: "bill", field: field.into(), detail });
+        let (coin, business_type) = self.labels(bill);
+        if coin != bill.coin {
+            problem("coin", OVER_LIMIT);
         }
-        if !add_flow(&mut self.fill_fees, bill, bill.fill_fee) {
-            unsummed.push("fillFee");
+        if business_type != bill.business_type {
+            problem("businessType", OVER_LIMIT);
+        }
+        let count = self.bills.entry((coin.clone(), business_type.clone())).or_default();
+        *count = count.saturating_add(1);
+        if !add_flow(&mut self.amounts, (&coin, &business_type), bill.amount) {
+            problem("amount", UNSUMMABLE);
+        }
+        if !add_flow(&mut self.fill_fees, (&coin, &business_type), bill.fill_fee) {
+            problem("fillFee", UNSUMMABLE);
         }
         if let Some(balance) = bill.balance {
-            let newer = self.balances.get(&bill.coin).is_none_or(|b| b.is_older_than(bill.ctime_ms, &bill.id));
+            let newer = self.balances.get(&coin).is_none_or(|b| b.is_older_than(bill.ctime_ms, &bill.id));
             if newer {
                 let latest = LatestBalance { ctime_ms: bill.ctime_ms, bill_id: bill.id.clone(), balance };
-                self.balances.insert(bill.coin.clone(), latest);
+                self.balances.insert(coin, latest);
             }
         }
-        unsummed
+        problems
+    }
+
+    /// The coin and business type a bill is counted under: its own, or [`OTHER`] for a value
+    /// new to the account once it has the maximum.
+    fn labels(&self, bill: &Bill) -> (String, String) {
+        let key = (bill.coin.clone(), bill.business_type.clone());
+        if self.bills.contains_key(&key) {
+            return key; // the common case: a pair counted before
+        }
+        let coins: BTreeSet<&str> = self.bills.keys().map(|(coin, _)| coin.as_str()).collect();
+        let types: BTreeSet<&str> = self.bills.keys().map(|(_, kind)| kind.as_str()).collect();
+        let within = |known: &BTreeSet<&str>, value: &str, max| known.contains(value) || known.len() < max - 1;
+        let coin = if within(&coins, &bill.coin, MAX_COINS) { key.0 } else { OTHER.to_owned() };
+        let business_type =
+            if within(&types, &bill.business_type, MAX_BUSINESS_TYPES) { key.1 } else { OTHER.to_owned() };
+        (coin, business_type)
     }
 
     pub fn note_shortfall(&mut self, loss: Loss) {
@@ -102,9 +140,9 @@ impl BillCounters {
 
 /// Adds a non-zero value's magnitude under its direction; zero moves nothing and adds no series.
 /// Returns false, adding nothing, when the sum would leave the decimal range.
-fn add_flow(sums: &mut BTreeMap<FlowKey, Decimal>, bill: &Bill, value: Option<Decimal>) -> bool {
+fn add_flow(sums: &mut BTreeMap<FlowKey, Decimal>, (coin, kind): (&str, &str), value: Option<Decimal>) -> bool {
     let Some(value) = value.filter(|v| !v.is_zero()) else { return true };
-    let key = (bill.coin.clone(), bill.business_type.clone(), Direction::of(value));
+    let key = (coin.to_owned(), kind.to_owned(), Direction::of(value));
     let sum = sums.get(&key).copied().unwrap_or_default();
     let Some(sum) = sum.checked_add(value.abs()) else { return false };
     sums.insert(key, sum);
@@ -150,16 +188,38 @@ mod tests {
     fn an_amount_that_cannot_be_added_is_left_out_of_the_sum_but_the_bill_is_counted() {
         let mut counters = BillCounters::default();
         let max = Decimal::MAX.to_string();
-        assert_eq!(counters.count(&bill("1", 10, "deposit", &max, "0", "1")), Vec::<&str>::new());
-        assert_eq!(counters.count(&bill("2", 11, "deposit", &max, &max, "1")), ["amount"]);
-        assert_eq!(counters.count(&bill("3", 12, "deposit", "-1", &format!("-{max}"), "1")), Vec::<&str>::new());
-        assert_eq!(counters.count(&bill("4", 13, "deposit", "0", &format!("-{max}"), "1")), ["fillFee"]);
+        let mut fields = |b: Bill| counters.count(&b).into_iter().map(|p| p.field).collect::<Vec<_>>();
+        assert_eq!(fields(bill("1", 10, "deposit", &max, "0", "1")), Vec::<String>::new());
+        assert_eq!(fields(bill("2", 11, "deposit", &max, &max, "1")), ["amount"]);
+        assert_eq!(fields(bill("3", 12, "deposit", "-1", &format!("-{max}"), "1")), Vec::<String>::new());
+        assert_eq!(fields(bill("4", 13, "deposit", "0", &format!("-{max}"), "1")), ["fillFee"]);
         assert_eq!(counters.bills[&("USDT".into(), "deposit".into())], 4);
         let usdt = |d| ("USDT".to_string(), "deposit".to_string(), d);
         assert_eq!(counters.amounts[&usdt(Direction::In)], Decimal::MAX);
         assert_eq!(counters.amounts[&usdt(Direction::Out)], Decimal::ONE);
         assert_eq!(counters.fill_fees[&usdt(Direction::In)], Decimal::MAX);
         assert_eq!(counters.fill_fees[&usdt(Direction::Out)], Decimal::MAX);
+    }
+
+    #[test]
+    fn coins_and_business_types_past_the_limit_are_counted_as_other() {
+        let mut counters = BillCounters::default();
+        let mut over = 0;
+        for i in 0..MAX_BUSINESS_TYPES + 10 {
+            let mut b = bill(&i.to_string(), 10, &format!("type_{i}"), "1", "0", "1");
+            b.coin = format!("C{}", i % (MAX_COINS + 5));
+            over += counters.count(&b).len();
+        }
+        let coins: BTreeSet<&str> = counters.bills.keys().map(|(c, _)| c.as_str()).collect();
+        let types: BTreeSet<&str> = counters.bills.keys().map(|(_, t)| t.as_str()).collect();
+        assert_eq!((coins.len(), types.len()), (MAX_COINS, MAX_BUSINESS_TYPES));
+        assert!(coins.contains(OTHER) && types.contains(OTHER));
+        assert_eq!(counters.bills.values().sum::<u64>(), (MAX_BUSINESS_TYPES + 10) as u64, "every bill counted");
+        // Types 63..=73 are past the limit; so are coins C31..=C36, each time one comes (twice).
+        assert_eq!(over, 11 + 2 * 6, "each value past the limit reported");
+        // A value counted before stays itself.
+        let known = Bill { coin: "C0".into(), ..bill("x", 11, "type_0", "1", "0", "1") };
+        assert!(counters.count(&known).is_empty());
     }
 
     #[test]

@@ -23,6 +23,7 @@
 use crate::api::model::{Bill, BillPage, BUSINESS_TYPES};
 use crate::api::BillQuery;
 use crowded::Crowded;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use crowded::{Loss, Shortfall};
@@ -57,11 +58,27 @@ impl Filter {
 
     /// Whether a bill with these values answers a query with this filter.
     fn matches(&self, business_type: &str, coin: &str, symbol: &str) -> bool {
-        match self {
-            Filter::All => true,
-            Filter::Type(t) => t == business_type,
-            Filter::Coin(t, c) => t == business_type && c == coin,
-            Filter::Symbol(t, c, s) => t == business_type && c == coin && s == symbol,
+        self.mismatch(business_type, coin, symbol).is_none()
+    }
+
+    /// The first field, as the exchange names it, in which a bill with these values does not
+    /// answer a query with this filter.
+    fn mismatch(&self, business_type: &str, coin: &str, symbol: &str) -> Option<&'static str> {
+        let (want_type, want_coin, want_symbol) = match self {
+            Filter::All => (None, None, None),
+            Filter::Type(t) => (Some(t), None, None),
+            Filter::Coin(t, c) => (Some(t), Some(c), None),
+            Filter::Symbol(t, c, s) => (Some(t), Some(c), Some(s)),
+        };
+        let differs = |want: Option<&String>, value: &str| want.is_some_and(|want| want != value);
+        if differs(want_type, business_type) {
+            Some("businessType")
+        } else if differs(want_coin, coin) {
+            Some("coin")
+        } else if differs(want_symbol, symbol) {
+            Some("symbol")
+        } else {
+            None
         }
     }
 }
@@ -97,6 +114,11 @@ pub struct Accepted {
     /// A crowded millisecond whose queries this answer completed, when it was not reported
     /// before with at least the same loss.
     pub shortfall: Option<Shortfall>,
+    /// Bills of the answer that do not answer its query (created outside the window sent, or of
+    /// another business type, coin or symbol than asked), each named by the first field that
+    /// does not match. They are ignored: an exchange that sends them cannot be trusted with
+    /// them, and counting them would let any answer create any number of series.
+    pub unmatched: Vec<&'static str>,
 }
 
 /// The persistent part of the cursor, saved in the state file.
@@ -173,6 +195,8 @@ impl BillCursor {
             return Accepted::default();
         };
         let sent = Self::sent_bounds(self.bounds, &task);
+        let (page, unmatched) = answering(page, &task.filter, sent);
+        let page = page.as_ref();
         let learned = learn_bounds(self.bounds, sent, page);
         let newly_proven = learned != self.bounds;
         self.bounds = learned;
@@ -182,7 +206,7 @@ impl BillCursor {
             // The bills of a neighbouring millisecond that proved a bound may be what filled
             // the page: ask again, with the bound now sent exactly.
             self.pass_mut().pending.push(task);
-            return Accepted { new_bills, shortfall: None };
+            return Accepted { new_bills, shortfall: None, unmatched };
         }
         let children = if page.has_next_page { self.split(&task, page) } else { Vec::new() };
         let pass = self.pass_mut();
@@ -192,7 +216,7 @@ impl BillCursor {
         pass.pending.extend(children);
         let shortfall = self.close_crowded_when_answered();
         self.finish_pass_if_done();
-        Accepted { new_bills, shortfall }
+        Accepted { new_bills, shortfall, unmatched }
     }
 
     /// Whether a pass is waiting for more queries (it resumes at the next poll).
@@ -295,6 +319,31 @@ impl BillCursor {
         self.state.reported.retain(|ms, _| *ms > settled);
         self.pass = None;
     }
+}
+
+/// The bills of a page that answer the query sent with this filter and these bounds, and for
+/// each other bill the first field that does not match. A page is copied only when it holds
+/// such a bill.
+fn answering<'p>(
+    page: &'p BillPage,
+    filter: &Filter,
+    (start, end): (i64, i64),
+) -> (Cow<'p, BillPage>, Vec<&'static str>) {
+    let mismatch = |bill: &Bill| {
+        let outside = !(start..=end).contains(&bill.ctime_ms);
+        if outside {
+            Some("cTime")
+        } else {
+            filter.mismatch(&bill.business_type, &bill.coin, &bill.symbol)
+        }
+    };
+    if page.items.iter().all(|bill| mismatch(bill).is_none()) {
+        return (Cow::Borrowed(page), Vec::new());
+    }
+    let (answering, unmatched): (Vec<&Bill>, Vec<&Bill>) = page.items.iter().partition(|bill| mismatch(bill).is_none());
+    let items = answering.into_iter().cloned().collect();
+    let fields = unmatched.into_iter().filter_map(mismatch).collect();
+    (Cow::Owned(BillPage { has_next_page: page.has_next_page, items }), fields)
 }
 
 /// A bill exactly on a bound we sent proves the exchange includes that bound.

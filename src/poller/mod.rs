@@ -221,10 +221,15 @@ impl AccountPoller {
 
     /// Logs and counts what a bill answer left out or left unproven.
     fn report(&self, counted: &Counted) {
-        if !counted.unsummed.is_empty() {
-            self.metrics.decode_problems(self.slot.name(), Endpoint::Bills, &counted.unsummed);
-            warn!(account = self.slot.name(), problems = ?counted.unsummed,
-                "bills were counted, but some of their values are too large to add to the sums and are left out of them");
+        if !counted.miscounted.is_empty() {
+            self.metrics.decode_problems(self.slot.name(), Endpoint::Bills, &counted.miscounted);
+            warn!(account = self.slot.name(), problems = ?counted.miscounted,
+                "bills were counted, but not all of their values as they are: see each problem's detail");
+        }
+        if !counted.unmatched.is_empty() {
+            self.metrics.decode_problems(self.slot.name(), Endpoint::Bills, &counted.unmatched);
+            warn!(account = self.slot.name(), problems = ?counted.unmatched,
+                "the exchange answered a bill query with bills that do not match it; they were ignored");
         }
         if let Some(shortfall) = &counted.shortfall {
             warn_shortfall(self.slot.name(), shortfall);

@@ -13,15 +13,18 @@ use crate::metrics::AccountSnapshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// What a bill value that could not be added to its sum is reported as.
-const UNSUMMABLE: &str = "too large to add to the counted sum; the bill is counted, the value is left out";
+/// What a bill that does not answer its query is reported as.
+const UNMATCHED: &str = "does not match the query it answers; the bill is ignored";
 
 /// What one bill answer brought.
 #[derive(Debug, Default, PartialEq)]
 pub struct Counted {
     pub new_bills: usize,
-    /// Values of new bills left out of the sums, which they would have taken out of range.
-    pub unsummed: Vec<DecodeProblem>,
+    /// Values of new bills not counted as they are: left out of a sum they would have taken
+    /// out of range, or a coin or business type past the limit, counted as `other`.
+    pub miscounted: Vec<DecodeProblem>,
+    /// Bills ignored because they do not answer the query, by the field that does not match.
+    pub unmatched: Vec<DecodeProblem>,
     pub shortfall: Option<Shortfall>,
 }
 
@@ -85,20 +88,21 @@ impl PollState {
     pub fn take_bills(&mut self, page: &BillPage) -> Counted {
         let Some(cursor) = &mut self.cursor else { return Counted::default() };
         let accepted = cursor.accept(page);
+        let unmatched = accepted
+            .unmatched
+            .iter()
+            .map(|field| DecodeProblem { record: "bill", field: (*field).into(), detail: UNMATCHED })
+            .collect();
         if accepted.new_bills.is_empty() && accepted.shortfall.is_none() {
-            return Counted::default(); // the counters shared with the snapshot stay as they are
+            // The counters shared with the snapshot stay as they are.
+            return Counted { unmatched, ..Counted::default() };
         }
         let counters = Arc::make_mut(&mut self.counters);
-        let unsummed = accepted
-            .new_bills
-            .iter()
-            .flat_map(|bill| counters.count(bill))
-            .map(|field| DecodeProblem { record: "bill", field: field.into(), detail: UNSUMMABLE })
-            .collect();
+        let miscounted = accepted.new_bills.iter().flat_map(|bill| counters.count(bill)).collect();
         if let Some(shortfall) = &accepted.shortfall {
             counters.note_shortfall(shortfall.loss);
         }
-        Counted { new_bills: accepted.new_bills.len(), unsummed, shortfall: accepted.shortfall }
+        Counted { new_bills: accepted.new_bills.len(), miscounted, unmatched, shortfall: accepted.shortfall }
     }
 
     /// Whether the bill scan stopped before its end (it resumes at the next scan).

@@ -3,7 +3,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 
 use super::reply::Reply;
 
@@ -24,22 +24,30 @@ pub enum Fault {
     ExchangeError { code: String },
     /// HTTP 200 with a valid JSON answer padded to this many bytes, as from a broken endpoint.
     Oversized(usize),
+    /// This status with a body that echoes the request's headers: for 400 the documented error
+    /// body (40009) whose message quotes them, else a proxy's HTML debug page.
+    EchoHeaders(u16),
 }
 
 impl Fault {
     /// The answer under this fault. `normal` computes the answer the exchange would give; it is
     /// only called by faults that pass the request on (a hang, a truncation).
-    pub(crate) fn reply(&self, normal: impl FnOnce() -> Reply, now_ms: i64) -> Reply {
+    pub(crate) fn reply(&self, normal: impl FnOnce() -> Reply, headers: &HeaderMap, now_ms: i64) -> Reply {
         match self {
-            Self::HtmlStatus(status) => Reply::html(StatusCode::from_u16(*status).unwrap_or(StatusCode::BAD_GATEWAY)),
+            Self::HtmlStatus(status) => Reply::html(status_or_bad_gateway(*status)),
             Self::Truncated => normal().truncated(),
             Self::MalformedJson => Reply::malformed_json(),
             Self::Hang(_) => normal(),
             Self::RateLimited { retry_after_secs } => Reply::too_many_requests(*retry_after_secs, now_ms),
             Self::ExchangeError { code } => Reply::error(code, now_ms),
             Self::Oversized(bytes) => Reply::padded(*bytes),
+            Self::EchoHeaders(status) => Reply::echo(status_or_bad_gateway(*status), headers, now_ms),
         }
     }
+}
+
+fn status_or_bad_gateway(status: u16) -> StatusCode {
+    StatusCode::from_u16(status).unwrap_or(StatusCode::BAD_GATEWAY)
 }
 
 /// Injected faults in order, each with the number of requests it still applies to.
@@ -88,7 +96,7 @@ mod tests {
 
     #[test]
     fn an_invalid_status_becomes_a_bad_gateway() {
-        let reply = Fault::HtmlStatus(1000).reply(|| unreachable!("no normal answer"), 0);
+        let reply = Fault::HtmlStatus(1000).reply(|| unreachable!("no normal answer"), &HeaderMap::new(), 0);
         assert_eq!(reply.status, StatusCode::BAD_GATEWAY);
     }
 }

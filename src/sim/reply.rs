@@ -3,7 +3,7 @@
 //! so a fault can cut them.
 
 use axum::http::header::{CONTENT_TYPE, RETRY_AFTER};
-use axum::http::{HeaderValue, StatusCode};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
@@ -73,6 +73,21 @@ impl Reply {
     /// What a proxy in front of the exchange sends: an HTML error page.
     pub(crate) fn html(status: StatusCode) -> Self {
         let body = format!("<html>\r\n<head><title>{status}</title></head>\r\n<body>\r\n<center><h1>{status}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n");
+        Self { status, content_type: "text/html", body: body.into_bytes(), retry_after_secs: None }
+    }
+
+    /// `status` with a body that echoes the request's headers: the documented error body whose
+    /// message quotes them for a 400, else a proxy's HTML debug page listing them.
+    pub(crate) fn echo(status: StatusCode, headers: &HeaderMap, now_ms: i64) -> Self {
+        let listed: Vec<String> = headers
+            .iter()
+            .map(|(name, value)| format!("{name}: {}", String::from_utf8_lossy(value.as_bytes())))
+            .collect();
+        if status == StatusCode::BAD_REQUEST {
+            let msg = format!("{} for request headers {}", message(BAD_SIGNATURE), listed.join("; "));
+            return Self::json(status, &json!({ "code": BAD_SIGNATURE, "msg": msg, "requestTime": now_ms }));
+        }
+        let body = format!("<html><body><h1>{status}</h1><pre>{}</pre></body></html>", listed.join("\n"));
         Self { status, content_type: "text/html", body: body.into_bytes(), retry_after_secs: None }
     }
 

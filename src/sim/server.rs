@@ -144,7 +144,7 @@ impl SimExchange {
             None => serve(&mut state, options, endpoint, request, now_ms),
             Some(fault) => {
                 let normal = || serve(&mut state, options, endpoint, request, now_ms).0;
-                (fault.reply(normal, now_ms), Outcome::Fault)
+                (fault.reply(normal, request.headers, now_ms), Outcome::Fault)
             }
         };
         state.stats.record(request.path, outcome);
