@@ -5,7 +5,7 @@ use crate::config::shard::Shard;
 use crate::config::{AccountConfig, Accounts, Config};
 use crate::metrics::{AccountSlot, ExporterMetrics, Metrics};
 use crate::poller::budget::{self, AccountBudget, WeightWindow};
-use crate::poller::state::StateStore;
+use crate::poller::state::{Opened, StateError, StateStore};
 use crate::poller::supervisor::Supervisor;
 use crate::poller::{start_delay, PollSettings, PolledAccount, PollerSetup};
 use crate::server::{app, AppState};
@@ -31,6 +31,8 @@ pub enum RunError {
     Serve(std::io::Error),
     #[error(transparent)]
     Web(#[from] crate::web::WebError),
+    #[error(transparent)]
+    State(#[from] StateError),
 }
 
 /// How often the demo exchange generates activity.
@@ -51,7 +53,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         );
     }
     let http = Client::http_pool(config.timeout);
-    let store = config.state_file.as_deref().map(|path| Arc::new(open_state(path)));
+    let store = config.state_file.as_deref().map(open_state).transpose()?.map(Arc::new);
     let settings = poll_settings(&config, &accounts);
     let max_age = config.data_max_age.unwrap_or_else(|| (settings.interval * 5).max(Duration::from_secs(60)));
     let exporter_metrics = ExporterMetrics::new();
@@ -191,17 +193,24 @@ async fn resolve_accounts(
     }
 }
 
-/// Opens the state file; a missing one is normal, a bad one is logged and counting starts afresh.
-fn open_state(path: &std::path::Path) -> StateStore {
-    let (store, report) = StateStore::open(path);
-    match report {
-        Ok(0) => info!(path = %path.display(), "no saved bill state yet; it will be created after the first poll"),
-        Ok(accounts) => info!(path = %path.display(), accounts, "loaded saved bill state"),
-        Err(e) => {
-            error!(error = %e, "the state file was moved aside to <path>.corrupt; bill counting starts afresh from now")
+/// Opens the state file and says what it found; state that cannot be read or kept aside stops
+/// the start, since counting afresh would overwrite it.
+fn open_state(path: &std::path::Path) -> Result<StateStore, StateError> {
+    let (store, opened) = StateStore::open(path)?;
+    let path = path.display();
+    match opened {
+        Opened::Missing => info!(%path, "no saved bill state yet; it will be created after the first poll"),
+        Opened::Loaded { accounts } => info!(%path, accounts, "loaded saved bill state"),
+        Opened::MovedAside { aside, error } => error!(%path, aside = %aside.display(), %error,
+            "the state file is not valid; it was moved aside, and bill counting starts afresh from now"),
+        Opened::BadEntries { kept, entries } => {
+            for (account, problem) in entries {
+                error!(%path, account, problem, kept = %kept.display(),
+                    "an account's entry in the state file is not valid; the file as it was is kept aside, and this account's bill counting starts afresh from now");
+            }
         }
     }
-    store
+    Ok(store)
 }
 
 /// Completes on Ctrl-C or SIGTERM.

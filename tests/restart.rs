@@ -118,3 +118,68 @@ async fn a_corrupt_state_file_is_reported_kept_aside_and_replaced() {
     let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert!(saved["accounts"]["default"]["settled_through"].is_i64());
 }
+
+#[test]
+fn a_state_file_that_cannot_be_read_stops_the_start_and_is_left_alone() {
+    let path = state_path("unreadable");
+    std::fs::create_dir(&path).unwrap();
+    let fifo = path.with_file_name("fifo.json");
+    assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for (state, what) in [(&path, "is a directory"), (&fifo, "is a special file")] {
+        let mut command = Exporter::command(&["--demo", "--state.file", state.to_str().unwrap()]);
+        let output = command.stderr(std::process::Stdio::piped()).output().unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].contains(what) && errors[0].contains(state.to_str().unwrap()), "{stderr}");
+    }
+    assert!(path.is_dir() && fifo.exists(), "left as they were");
+    assert!(!path.with_file_name("state.json.corrupt").exists());
+}
+
+/// A state file with one entry for the account `default`, with these fields changed.
+fn state_with(path: &std::path::Path, settled_through_ms: i64, bills: &str) {
+    let entry = format!(
+        r#"{{"settled_through":{settled_through_ms},"seen":{{}},"bills":{bills},"amounts":[],"fill_fees":[],"balances":{{}},"truncated_queries":0}}"#
+    );
+    std::fs::write(path, format!(r#"{{"format":1,"accounts":{{"default":{entry}}}}}"#)).unwrap();
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_bad_entry_is_kept_aside_and_its_account_counts_afresh() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let path = state_path("bad-entry");
+    state_with(&path, now_ms() - 1_000, r#"[{"coin":"USDT","business_type":"deposit","count":"many"}]"#);
+    let original = std::fs::read_to_string(&path).unwrap();
+    let exporter = Exporter::start(&exchange, &["--state.file", path.to_str().unwrap()]);
+    exporter.wait_up().await;
+    let kept = path.with_file_name("state.json.corrupt");
+    assert_eq!(std::fs::read_to_string(&kept).unwrap(), original, "the file as it was is kept");
+    let log = exporter.log();
+    let error = log.lines().find(|l| l.contains("level=error")).unwrap_or_else(|| panic!("no error logged:\n{log}"));
+    assert!(error.contains("account=default") && error.contains("state.json.corrupt"), "{error}");
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    assert_eq!(saved["accounts"]["default"]["bills"], serde_json::json!([]), "counting afresh");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cursor_saved_in_the_future_is_brought_back_to_now() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let path = state_path("future");
+    let ten_years_ms = 10 * 365 * 86_400_000;
+    state_with(&path, now_ms() + ten_years_ms, "[]");
+    let exporter = Exporter::start(&exchange, &["--state.file", path.to_str().unwrap(), "--bills.overlap", "1s"]);
+    exporter.wait_up().await;
+    let deposit = NewBill { coin: "USDT".into(), business_type: "deposit".into(), ..NewBill::default() };
+    exchange.sim.add_bill(exchange.key(), deposit);
+    exporter
+        .wait_for("the new bill counted", |s| s.value("capi_bills_total", &[("business_type", "deposit")]) == Some(1.0))
+        .await;
+    let log = exporter.log();
+    assert!(log.lines().any(|l| l.contains("level=warn") && l.contains("a time in the future")), "{log}");
+}

@@ -320,12 +320,21 @@ fn exchange_error(object: &JsonObject<'_>, date_ms: Option<i64>) -> Option<ApiEr
     if matches!(code.as_str(), "0" | "00000" | "200") {
         return None;
     }
+    let code = if is_plain_code(&code) { code } else { OTHER_CODE.to_owned() };
     let message = match object.get("msg").map(|m| m.scalar()) {
         Some(Scalar::Text(message)) => one_line(&message, 200),
         _ => String::new(),
     };
     let request_time = object.get("requestTime").and_then(|t| super::fields::integer(t).ok());
     Some(ApiError::Exchange { code, message, server_time_ms: request_time.or(date_ms) })
+}
+
+/// The code of an error answer that is not a short run of digits and letters, which could
+/// otherwise create any number of `code` label values.
+pub const OTHER_CODE: &str = "other";
+
+fn is_plain_code(code: &str) -> bool {
+    (1..=16).contains(&code.len()) && code.bytes().all(|b| b.is_ascii_alphanumeric())
 }
 
 /// Decodes an answer whose top level must hold at least one of the format's fields.
@@ -428,6 +437,20 @@ mod tests {
         assert_eq!(retry_after(&headers("Fri, 31 Dec 9999 23:59:59 GMT")), Some(MAX_RETRY_AFTER));
         assert_eq!(retry_after(&headers("soon")), None);
         assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn only_short_codes_of_digits_and_letters_are_kept() {
+        let code = |body: String| match interpret(400, None, None, body.as_bytes()) {
+            Err(ApiError::Exchange { code, .. }) => code,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(code(r#"{"code":"40009"}"#.into()), "40009");
+        assert_eq!(code(r#"{"code":40015}"#.into()), "40015");
+        assert_eq!(code(r#"{"code":"E_LIMIT1"}"#.into()), OTHER_CODE);
+        assert_eq!(code(format!(r#"{{"code":"{}"}}"#, "9".repeat(5_000))), OTHER_CODE);
+        assert_eq!(code(r#"{"code":"4000\n9"}"#.into()), OTHER_CODE);
+        assert_eq!(code(r#"{"code":-1}"#.into()), OTHER_CODE);
     }
 
     #[test]

@@ -30,7 +30,7 @@ pub use crowded::{Loss, Shortfall};
 pub use known::KnownValues;
 
 mod crowded;
-mod known;
+pub mod known;
 
 /// What the exchange's bounds have been proven to be.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -139,6 +139,18 @@ impl CursorState {
     /// The state of a cursor that counts bills created at or after `count_from_ms`.
     pub fn counting_from(count_from_ms: i64) -> Self {
         Self { settled_through: count_from_ms.saturating_sub(1), ..Self::default() }
+    }
+
+    /// Moves a settled point more than `tolerance_ms` after `now_ms` back to `now_ms`, and
+    /// returns the point it had. A cursor saved in the future (by a clock that was ahead, or in
+    /// a damaged file) would otherwise send no bill query until then. Within the tolerance it
+    /// stays: clocks move a little when corrected.
+    pub fn clamp_to(&mut self, now_ms: i64, tolerance_ms: i64) -> Option<i64> {
+        let saved = self.settled_through;
+        (saved > now_ms.saturating_add(tolerance_ms)).then(|| {
+            self.settled_through = now_ms;
+            saved
+        })
     }
 }
 

@@ -77,7 +77,13 @@ impl Checkpoint {
     pub fn restore(setup: &PollerSetup) -> Self {
         let account = setup.slot.name();
         match setup.store.as_deref().map(|store| store.restore(account)) {
-            Some(Ok(Some(restored))) => {
+            Some(Ok(Some(mut restored))) => {
+                let now_ms = local_now_ms();
+                let overlap_ms = i64::try_from(setup.settings.overlap.as_millis()).unwrap_or(i64::MAX);
+                if let Some(saved_ms) = restored.cursor.clamp_to(now_ms, overlap_ms) {
+                    warn!(account, saved_settled_through_ms = saved_ms, now_ms,
+                        "the state file says bills are final up to a time in the future (a clock that was ahead when it was saved?); counting continues from now, and bills created while the exporter was stopped may be missing");
+                }
                 let settled_through_ms = restored.cursor.settled_through;
                 info!(account, settled_through_ms, "resuming bill counting from the state file");
                 Self { cursor: Some(restored.cursor), counters: Arc::new(restored.counters) }

@@ -1,29 +1,44 @@
 //! The state file: each account's bill cursor and counters, saved after every poll.
 //!
 //! A write is atomic (temporary file, fsync, rename, fsync of the folder), so a crash at any
-//! moment leaves either the old or the new file. Cursor and counters of an account are always
+//! moment leaves either the old or the new file. State that cannot be read is never overwritten:
+//! a file that cannot be read at all (permissions, a directory, a FIFO, too large) stops the
+//! start with one line saying why; a corrupt file is moved aside; a file with a bad entry is
+//! copied aside before anything is written, and that account counts afresh. Cursor and counters of an account are always
 //! saved together, so after a restart the cursor re-reads exactly the bills whose counting was
 //! lost. Pollers that finish while a write is running are saved together by the next write
 //! (group commit), so many accounts do not mean many writes.
 
-use super::counters::{BillCounters, Direction, LatestBalance};
-use super::cursor::{CursorState, KnownValues, Loss};
+use super::counters::{BillCounters, Direction, LatestBalance, MAX_BUSINESS_TYPES, MAX_COINS};
+use super::cursor::{known, CursorState, KnownValues, Loss};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-use std::collections::{BTreeMap, HashMap};
-use std::io::Write as _;
+use serde_json::value::RawValue;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 const FORMAT: u32 = 1;
+/// The largest state file read. One account's entry is a few KiB to a few hundred; 190 busy
+/// accounts stay far below this, and a file beyond it was not written by this exporter.
+pub const MAX_STATE_BYTES: u64 = 256 << 20;
+/// Counts above this are not exact as the float Prometheus reads (2^53), and were not written by
+/// this exporter.
+const MAX_EXACT_COUNT: u64 = 1 << 53;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("cannot read state file {path}: {error}")]
+    #[error("cannot read state file {path}: {error}; it is left as it is (fix its permissions, or move it away to count afresh)")]
     Read { path: PathBuf, error: std::io::Error },
+    #[error("state file {path} is {what}, not a regular file; give --state.file the path of a file")]
+    NotAFile { path: PathBuf, what: &'static str },
+    #[error("state file {path} is larger than {} MiB, more than this exporter writes; it is left as it is (move it away to count afresh)", MAX_STATE_BYTES >> 20)]
+    TooLarge { path: PathBuf },
     #[error("state file {path} is not valid ({detail})")]
     Corrupt { path: PathBuf, detail: String },
+    #[error("cannot keep the unreadable state file {path} as {aside}: {error}; it is left as it is (make its folder writable, or move it away)")]
+    CannotKeep { path: PathBuf, aside: PathBuf, error: std::io::Error },
     #[error("cannot write state file {path}: {error}")]
     Write { path: PathBuf, error: std::io::Error },
 }
@@ -31,8 +46,31 @@ pub enum StateError {
 #[derive(Debug, Serialize, Deserialize)]
 struct StateFile {
     format: u32,
-    /// Kept as raw JSON so that entries of accounts no longer configured survive untouched.
-    accounts: BTreeMap<String, Value>,
+    /// Kept as raw JSON: entries of accounts no longer configured survive untouched, and an
+    /// entry is read only when its account is restored.
+    accounts: BTreeMap<String, Box<RawValue>>,
+}
+
+/// What opening the state file found, besides refusals.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Opened {
+    /// No file yet: it is created at the first save.
+    Missing,
+    Loaded {
+        accounts: usize,
+    },
+    /// The file was not valid JSON of this format: it was renamed `aside`, and every account
+    /// counts afresh.
+    MovedAside {
+        aside: PathBuf,
+        error: String,
+    },
+    /// Some entries are not valid: the file as it was is copied to `kept`, and those accounts
+    /// count afresh. Each entry with what is wrong with it.
+    BadEntries {
+        kept: PathBuf,
+        entries: Vec<(String, String)>,
+    },
 }
 
 /// One account's saved state.
@@ -88,7 +126,7 @@ pub struct Restored {
 
 #[derive(Debug, Default)]
 struct Entries {
-    accounts: BTreeMap<String, Value>,
+    accounts: BTreeMap<String, Box<RawValue>>,
     /// Bumped at every change, so a writer knows whether its change is on disk yet.
     generation: u64,
 }
@@ -102,35 +140,44 @@ pub struct StateStore {
 }
 
 impl StateStore {
-    /// Opens the state file. A missing file is an empty store; an unreadable or corrupt one is
-    /// moved aside (never deleted) and reported, and the store starts empty.
-    pub fn open(path: &Path) -> (Self, Result<usize, StateError>) {
-        let loaded = load(path);
-        let accounts = match &loaded {
-            Ok(file) => file.accounts.clone(),
-            Err(_) => BTreeMap::new(),
+    /// Opens the state file. A missing file is an empty store; a corrupt one is moved aside
+    /// and the store starts empty; one with bad entries is copied aside and kept. A file that
+    /// cannot be read, or kept aside, is an error: nothing may overwrite it.
+    pub fn open(path: &Path) -> Result<(Self, Opened), StateError> {
+        let Some(bytes) = read(path)? else { return Ok((Self::new(path, BTreeMap::new()), Opened::Missing)) };
+        let file = match parse(path, &bytes) {
+            Ok(file) => file,
+            Err(error) => {
+                let aside = keep_aside(path, |aside| std::fs::rename(path, aside))?;
+                return Ok((Self::new(path, BTreeMap::new()), Opened::MovedAside { aside, error: error.to_string() }));
+            }
         };
-        let report = match loaded {
-            Ok(file) => Ok(file.accounts.len()),
-            Err(error) => Err(move_aside(path, error)),
+        let bad: Vec<(String, String)> = file
+            .accounts
+            .iter()
+            .filter_map(|(account, entry)| SavedAccount::read(entry).err().map(|detail| (account.clone(), detail)))
+            .collect();
+        let opened = if bad.is_empty() {
+            Opened::Loaded { accounts: file.accounts.len() }
+        } else {
+            let kept = keep_aside(path, |aside| std::fs::copy(path, aside).map(drop))?;
+            Opened::BadEntries { kept, entries: bad }
         };
-        let store = Self {
+        Ok((Self::new(path, file.accounts), opened))
+    }
+
+    fn new(path: &Path, accounts: BTreeMap<String, Box<RawValue>>) -> Self {
+        Self {
             path: path.to_path_buf(),
             entries: Mutex::new(Entries { accounts, generation: 0 }),
             written: tokio::sync::Mutex::new(0),
-        };
-        (store, report)
+        }
     }
 
     /// A store over a state file's content, without touching the file (tests and fuzzing read
     /// untrusted content through this).
     pub fn from_bytes(path: &Path, bytes: &[u8]) -> Result<Self, StateError> {
-        let file = parse(path, bytes)?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            entries: Mutex::new(Entries { accounts: file.accounts, generation: 0 }),
-            written: tokio::sync::Mutex::new(0),
-        })
+        Ok(Self::new(path, parse(path, bytes)?.accounts))
     }
 
     /// The names of the accounts that have an entry.
@@ -141,19 +188,17 @@ impl StateStore {
     /// The saved state of one account, if there is a readable one.
     pub fn restore(&self, account: &str) -> Result<Option<Restored>, StateError> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(value) = entries.accounts.get(account) else { return Ok(None) };
-        let corrupt = |detail: String| StateError::Corrupt {
+        let Some(entry) = entries.accounts.get(account) else { return Ok(None) };
+        let saved = SavedAccount::read(entry).map_err(|detail| StateError::Corrupt {
             path: self.path.clone(),
             detail: format!("entry of account {account:?}: {detail}"),
-        };
-        let saved: SavedAccount = serde_json::from_value(value.clone()).map_err(|e| corrupt(e.to_string()))?;
-        saved.check_times().map_err(corrupt)?;
+        })?;
         Ok(Some(saved.into_restored()))
     }
 
     /// Records one account's state and returns once it is on disk.
     pub async fn save(&self, account: &str, cursor: &CursorState, counters: &BillCounters) -> Result<(), StateError> {
-        let value = serde_json::to_value(SavedAccount::new(cursor, counters)).expect("state is plain data");
+        let value = serde_json::value::to_raw_value(&SavedAccount::new(cursor, counters)).expect("state is plain data");
         let mine = {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             entries.accounts.insert(account.to_string(), value);
@@ -178,14 +223,40 @@ impl StateStore {
     }
 }
 
-fn load(path: &Path) -> Result<StateFile, StateError> {
-    match std::fs::read(path) {
-        Ok(bytes) => parse(path, &bytes),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            Ok(StateFile { format: FORMAT, accounts: BTreeMap::new() })
-        }
-        Err(error) => Err(StateError::Read { path: path.to_path_buf(), error }),
+/// The file's content, `None` if there is no file. Only a regular file of at most
+/// [`MAX_STATE_BYTES`] is read: a FIFO would block the start, a device never end.
+fn read(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
+    let unreadable = |error| StateError::Read { path: path.to_path_buf(), error };
+    let metadata = match std::fs::metadata(path) {
+        Ok(metadata) => metadata,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(unreadable(error)),
+    };
+    if !metadata.is_file() {
+        let what = if metadata.is_dir() { "a directory" } else { "a special file (a FIFO, socket or device)" };
+        return Err(StateError::NotAFile { path: path.to_path_buf(), what });
     }
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .and_then(|file| file.take(MAX_STATE_BYTES + 1).read_to_end(&mut bytes))
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > MAX_STATE_BYTES {
+        return Err(StateError::TooLarge { path: path.to_path_buf() });
+    }
+    Ok(Some(bytes))
+}
+
+/// Keeps the file as `<path>.corrupt` (or `.corrupt.1`, `.2`... when taken) by `keep`, which
+/// renames or copies it there. Failing to keep it is an error: it must not be overwritten.
+fn keep_aside(path: &Path, keep: impl Fn(&Path) -> std::io::Result<()>) -> Result<PathBuf, StateError> {
+    let name = |n: u32| {
+        let mut aside = path.as_os_str().to_owned();
+        aside.push(if n == 0 { ".corrupt".to_owned() } else { format!(".corrupt.{n}") });
+        PathBuf::from(aside)
+    };
+    let aside = (0..100).map(name).find(|aside| !aside.exists()).unwrap_or_else(|| name(100));
+    keep(&aside).map_err(|error| StateError::CannotKeep { path: path.to_path_buf(), aside: aside.clone(), error })?;
+    Ok(aside)
 }
 
 /// Parses a state file's content; `path` only names it in errors.
@@ -196,16 +267,6 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
         return Err(corrupt(format!("format {} is not the supported {FORMAT}", file.format)));
     }
     Ok(file)
-}
-
-/// Keeps a bad file for inspection instead of overwriting it at the next save.
-fn move_aside(path: &Path, error: StateError) -> StateError {
-    if matches!(error, StateError::Corrupt { .. }) {
-        let mut aside = path.as_os_str().to_owned();
-        aside.push(".corrupt");
-        let _ = std::fs::rename(path, &aside);
-    }
-    error
 }
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
@@ -227,10 +288,37 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
 const PLAUSIBLE_MS: std::ops::RangeInclusive<i64> = 0..=4_102_444_800_000;
 
 impl SavedAccount {
-    fn check_times(&self) -> Result<(), String> {
+    /// Reads and checks an entry: every value must be one this exporter could have written.
+    fn read(entry: &RawValue) -> Result<Self, String> {
+        let saved: Self = serde_json::from_str(entry.get()).map_err(|e| e.to_string())?;
+        saved.check()?;
+        Ok(saved)
+    }
+
+    fn check(&self) -> Result<(), String> {
         let times = std::iter::once(self.settled_through).chain(self.seen.values().copied());
-        match times.into_iter().find(|t| !PLAUSIBLE_MS.contains(t)) {
-            Some(bad) => Err(format!("time {bad} is not a plausible time in milliseconds")),
+        if let Some(bad) = times.into_iter().find(|t| !PLAUSIBLE_MS.contains(t)) {
+            return Err(format!("time {bad} is not a plausible time in milliseconds"));
+        }
+        let counts = self.bills.iter().map(|c| c.count).chain(self.shortfalls.values().copied());
+        if let Some(bad) = counts.chain([self.truncated_queries]).find(|count| *count > MAX_EXACT_COUNT) {
+            return Err(format!("count {bad} is larger than any this exporter counts (2^53)"));
+        }
+        if let Some(bad) = self.amounts.iter().chain(&self.fill_fees).find(|flow| flow.sum.is_sign_negative()) {
+            return Err(format!("sum {} is negative; sums are of absolute values", bad.sum));
+        }
+        let coins: BTreeSet<&str> = self.bills.iter().map(|c| c.coin.as_str()).collect();
+        let types: BTreeSet<&str> = self.bills.iter().map(|c| c.business_type.as_str()).collect();
+        let known = &self.known;
+        let too_many = [
+            ("coins", coins.len(), MAX_COINS),
+            ("business types", types.len(), MAX_BUSINESS_TYPES),
+            ("known business types", known.business_types.len(), known::MAX_BUSINESS_TYPES),
+            ("known coins", known.coins.len(), known::MAX_COINS),
+            ("known symbols", known.symbol_count(), known::MAX_SYMBOLS),
+        ];
+        match too_many.into_iter().find(|(_, count, max)| count > max) {
+            Some((what, count, max)) => Err(format!("{count} {what}, more than the {max} this exporter keeps")),
             None => Ok(()),
         }
     }
@@ -334,12 +422,12 @@ mod tests {
     async fn saved_state_comes_back_exactly() {
         let path = temp_path("roundtrip");
         let _ = std::fs::remove_file(&path);
-        let (store, report) = StateStore::open(&path);
-        assert_eq!(report.unwrap(), 0);
+        let (store, opened) = StateStore::open(&path).unwrap();
+        assert_eq!(opened, Opened::Missing);
         let (cursor, counters) = sample();
         store.save("main", &cursor, &counters).await.unwrap();
-        let (reopened, report) = StateStore::open(&path);
-        assert_eq!(report.unwrap(), 1);
+        let (reopened, opened) = StateStore::open(&path).unwrap();
+        assert_eq!(opened, Opened::Loaded { accounts: 1 });
         assert_eq!(reopened.restore("main").unwrap(), Some(Restored { cursor, counters }));
         assert_eq!(reopened.restore("other").unwrap(), None);
     }
@@ -353,20 +441,79 @@ mod tests {
         assert_eq!(restored.cursor, CursorState { settled_through: 5, ..CursorState::default() });
     }
 
-    #[tokio::test]
-    async fn a_corrupt_file_is_reported_and_kept_aside() {
-        let path = temp_path("corrupt");
-        std::fs::write(&path, b"{\"format\":1,\"accounts\":{").unwrap();
-        let (store, report) = StateStore::open(&path);
-        let error = report.unwrap_err().to_string();
-        assert!(error.contains("is not valid"), "{error}");
-        assert!(store.restore("main").unwrap().is_none());
+    fn aside(path: &Path, suffix: &str) -> PathBuf {
         let mut aside = path.as_os_str().to_owned();
-        aside.push(".corrupt");
-        assert!(Path::new(&aside).exists());
-        let (cursor, counters) = sample();
-        store.save("main", &cursor, &counters).await.unwrap();
-        assert!(StateStore::open(&path).1.is_ok());
+        aside.push(suffix);
+        PathBuf::from(aside)
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_file_is_moved_aside_never_overwritten() {
+        let path = temp_path("corrupt");
+        for suffix in [".corrupt", ".corrupt.1"] {
+            let _ = std::fs::remove_file(aside(&path, suffix));
+        }
+        for (round, suffix) in [(0, ".corrupt"), (1, ".corrupt.1")] {
+            let content = format!("{{\"format\":1,\"accounts\":{{ round {round}");
+            std::fs::write(&path, &content).unwrap();
+            let (store, opened) = StateStore::open(&path).unwrap();
+            assert!(matches!(&opened, Opened::MovedAside { aside: a, .. } if *a == aside(&path, suffix)), "{opened:?}");
+            assert_eq!(std::fs::read_to_string(aside(&path, suffix)).unwrap(), content, "kept as it was");
+            assert!(!path.exists(), "moved, not copied");
+            assert!(store.restore("main").unwrap().is_none());
+            let (cursor, counters) = sample();
+            store.save("main", &cursor, &counters).await.unwrap();
+            assert_eq!(StateStore::open(&path).unwrap().1, Opened::Loaded { accounts: 1 });
+        }
+    }
+
+    #[tokio::test]
+    async fn a_file_with_a_bad_entry_is_kept_aside_before_it_is_written() {
+        let path = temp_path("bad-entry");
+        let _ = std::fs::remove_file(aside(&path, ".corrupt"));
+        let good = serde_json::to_string(&SavedAccount::new(&sample().0, &sample().1)).unwrap();
+        for bad in [
+            r#"{"settled_through":"x"}"#.to_string(),
+            good.replace(r#""count":1"#, r#""count":"many""#),
+            good.replace(r#""count":1"#, r#""count":-1"#),
+            good.replace(r#""count":1"#, r#""count":18446744073709551615"#),
+            good.replace(r#""sum":"0.0031""#, r#""sum":"NaN""#),
+            good.replace(r#""sum":"0.0031""#, r#""sum":"-5""#),
+        ] {
+            assert_ne!(bad, good);
+            let content = format!(r#"{{"format":1,"accounts":{{"bad":{bad},"good":{good}}}}}"#);
+            std::fs::write(&path, &content).unwrap();
+            let (store, opened) = StateStore::open(&path).unwrap();
+            let Opened::BadEntries { kept, entries } = opened else { panic!("{bad}: {opened:?}") };
+            assert_eq!(entries.iter().map(|(account, _)| account.as_str()).collect::<Vec<_>>(), ["bad"]);
+            assert_eq!(std::fs::read_to_string(&kept).unwrap(), content, "kept as it was");
+            assert!(store.restore("bad").is_err());
+            assert!(store.restore("good").unwrap().is_some());
+            let (cursor, counters) = sample();
+            store.save("bad", &cursor, &counters).await.unwrap();
+            std::fs::remove_file(kept).unwrap();
+        }
+    }
+
+    #[test]
+    fn what_cannot_be_read_is_refused_and_left_alone() {
+        let dir = temp_path("refused").with_file_name("refused");
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("a-directory")).unwrap();
+        let refused = |path: &Path| StateStore::open(path).map(|(_, opened)| opened).unwrap_err().to_string();
+        assert!(refused(&dir.join("a-directory")).contains("is a directory"));
+        assert!(refused(Path::new("/dev/zero")).contains("is a special file"));
+        let fifo = dir.join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        assert!(refused(&fifo).contains("is a special file"), "a FIFO is refused, not read");
+        let huge = dir.join("huge.json");
+        std::fs::File::create(&huge).unwrap().set_len(MAX_STATE_BYTES + 1).unwrap();
+        assert!(refused(&huge).contains("larger than 256 MiB"));
+        std::fs::write(dir.join("file"), b"").unwrap();
+        let error = refused(&dir.join("file").join("state.json"));
+        assert!(error.contains("cannot read state file"), "{error}");
+        assert!(dir.join("a-directory").is_dir() && fifo.exists() && huge.exists());
+        assert!(!dir.join("a-directory.corrupt").exists());
     }
 
     #[test]
@@ -385,8 +532,8 @@ mod tests {
     async fn one_bad_account_entry_does_not_spoil_the_others() {
         let path = temp_path("entry");
         std::fs::write(&path, br#"{"format":1,"accounts":{"bad":{"settled_through":"x"}}}"#).unwrap();
-        let (store, report) = StateStore::open(&path);
-        assert!(report.is_ok());
+        let (store, opened) = StateStore::open(&path).unwrap();
+        assert!(matches!(opened, Opened::BadEntries { .. }));
         assert!(store.restore("bad").is_err());
         assert!(store.restore("good").unwrap().is_none());
     }
