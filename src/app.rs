@@ -25,7 +25,7 @@ pub enum RunError {
     Listen { address: SocketAddr, error: std::io::Error },
     #[error("cannot start the simulated exchange: {0}")]
     Demo(std::io::Error),
-    #[error("cannot set up the HTTP client: {0}")]
+    #[error("cannot set up the HTTP client")]
     Client(#[from] ApiError),
     #[error("the HTTP server stopped: {0}")]
     Serve(std::io::Error),
@@ -96,6 +96,10 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         "serving metrics"
     );
 
+    for warning in web.iter().flat_map(|web| web.warnings()) {
+        warn!(problem = %warning, "the web config asks for something that is not honoured as written");
+    }
+    ignore_stray_signals();
     let (stop, stopped) = watch::channel(false);
     let polling = spawn_pollers(pollers, settings.interval, stopped).map_err(RunError::Serve)?;
 
@@ -211,6 +215,25 @@ fn open_state(path: &std::path::Path) -> Result<StateStore, StateError> {
         }
     }
     Ok(store)
+}
+
+/// SIGUSR1, SIGUSR2 and SIGALRM would end the process (their default action), yet nothing here
+/// uses them: they are logged and ignored.
+fn ignore_stray_signals() {
+    #[cfg(unix)]
+    for (kind, name) in [
+        (tokio::signal::unix::SignalKind::user_defined1(), "SIGUSR1"),
+        (tokio::signal::unix::SignalKind::user_defined2(), "SIGUSR2"),
+        (tokio::signal::unix::SignalKind::alarm(), "SIGALRM"),
+    ] {
+        if let Ok(mut signal) = tokio::signal::unix::signal(kind) {
+            tokio::spawn(async move {
+                while signal.recv().await.is_some() {
+                    info!(signal = name, "signal received and ignored");
+                }
+            });
+        }
+    }
 }
 
 /// Completes on Ctrl-C or SIGTERM.

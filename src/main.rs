@@ -13,7 +13,13 @@ fn main() {
         .enable_all()
         .build()
         .context("cannot start the async runtime")
-        .and_then(|runtime| runtime.block_on(run(&cli)));
+        .and_then(|runtime| {
+            let result = runtime.block_on(run(&cli));
+            // A bcrypt check or state write still running on a blocking thread must not hold up
+            // the exit: the check is of no use any more, and a write is atomic.
+            runtime.shutdown_timeout(std::time::Duration::from_secs(2));
+            result
+        });
     if let Err(error) = result {
         eprintln!("capi_exporter: error: {error:#}");
         std::process::exit(1);

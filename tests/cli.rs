@@ -65,6 +65,33 @@ async fn sigterm_stops_it_cleanly_with_exit_code_0() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn stray_signals_are_ignored() {
+    let mut exporter = Exporter::spawn(Exporter::command(&["--demo"]));
+    exporter.wait_up().await;
+    for signal in ["USR1", "USR2", "ALRM"] {
+        exporter.signal(signal);
+    }
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    while exporter.log().matches("signal received and ignored").count() < 3 {
+        assert!(std::time::Instant::now() < deadline, "{}", exporter.log());
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    exporter.wait_up().await;
+    assert_eq!(exporter.terminate().code(), Some(0), "{}", exporter.log());
+}
+
+#[test]
+fn a_config_error_is_said_once() {
+    let dir = std::env::temp_dir().join(format!("capi-cli-once-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let web = dir.join("web.yml");
+    std::fs::write(&web, "basic_auth_users:\n  alice: plaintext\n").unwrap();
+    let (code, stderr) = run_to_exit(Exporter::command(&["--demo", "--web.config.file", web.to_str().unwrap()]));
+    assert_eq!(code, 1);
+    assert_eq!(stderr.matches("is not a bcrypt hash").count(), 1, "{stderr}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_demo_needs_nothing_and_serves_live_figures() {
     let mut command = Exporter::command(&["--demo", "--demo.accounts", "3"]);
     command.stderr(Stdio::piped());

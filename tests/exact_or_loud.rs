@@ -184,7 +184,7 @@ async fn amounts_past_the_decimal_range_are_counted_and_reported_not_fatal() {
     assert_eq!(scrape.value("capi_api_decode_problems_total", &unsummed), Some(1.0));
     assert_eq!(scrape.value("capi_up", &[]), Some(1.0));
     assert_eq!(scrape.value("capi_poller_restarts_total", &[]), Some(0.0));
-    assert!(exporter.log().contains("too large to add to the sums"), "{}", exporter.log());
+    assert!(exporter.log().contains("too large to add to the counted sum"), "{}", exporter.log());
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -263,4 +263,26 @@ async fn a_poller_that_dies_is_restarted_and_counts_every_bill_once() {
     let log = exporter.log();
     let deaths = log.lines().filter(|l| l.contains("level=error") && l.contains("poller stopped unexpectedly"));
     assert_eq!(deaths.filter(|l| l.contains(&format!("account={name}"))).count(), 3, "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_absurd_exchange_time_moves_the_clock_a_day_at_most_and_is_corrected() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let exporter = Exporter::start(&exchange, &["--poll.interval", "300ms"]);
+    exporter.wait_up().await;
+    for request_time_ms in [i64::MAX, now_ms() + 30 * 365 * 86_400_000, i64::MIN] {
+        let rejected_before = exporter.scrape().await.sum("capi_api_exchange_errors_total", &[("code", "40008")]);
+        exchange.sim.inject_fault(Fault::RejectedTimestamp { request_time_ms }, 1);
+        // The answer taught an offset of a day at most: the next request, signed a day off, is
+        // rejected by the exchange with its true time, which corrects the clock again.
+        exporter
+            .wait_for("the clock corrected back", |s| {
+                s.sum("capi_api_exchange_errors_total", &[("code", "40008")]) >= rejected_before + 2.0
+                    && s.value("capi_clock_offset_seconds", &[]).is_some_and(|o| o.abs() < 5.0)
+                    && s.value("capi_up", &[]) == Some(1.0)
+            })
+            .await;
+    }
+    let log = exporter.log();
+    assert!(!log.contains("panicked") && !log.contains("stopped unexpectedly"), "{log}");
 }

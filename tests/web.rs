@@ -324,3 +324,55 @@ async fn the_exporter_binary_serves_its_metrics_over_tls_with_basic_auth() {
     let log = exporter.log();
     assert!(log.contains("tls=true") && log.contains("basic_auth=true"), "{log}");
 }
+
+/// 200 connections with wrong passwords at once, then a first-time login with the right one:
+/// it is answered at once (with 429 while too many checks wait, never after the whole flood),
+/// and passes once the flood is checked. Repeated wrong credentials cost one check.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_flood_of_wrong_passwords_does_not_hold_up_a_right_one() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    // Cost 8: about 70 ms a check in this debug build, so a queue of 200 would take 14 s.
+    let hash = bcrypt::hash("wonderland", 8).unwrap();
+    let web_config = dir.write("web.yml", &format!("basic_auth_users:\n  prometheus: '{hash}'\n"));
+    let exporter = common::Exporter::spawn(common::Exporter::command(&[
+        "--demo",
+        "--web.config.file",
+        web_config.to_str().unwrap(),
+    ]));
+    let url = format!("{}/metrics", exporter.url);
+    let client = reqwest::Client::new();
+    for distinct in [true, false] {
+        let flood: Vec<_> = (0..200)
+            .map(|i| {
+                let password = if distinct { format!("guess-{i}") } else { "guess".to_string() };
+                client.get(&url).basic_auth("prometheus", Some(password)).send()
+            })
+            .map(tokio::spawn)
+            .collect();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let started = std::time::Instant::now();
+        let first_login = client.get(&url).basic_auth("prometheus", Some("wonderland")).send().await.unwrap();
+        let waited = started.elapsed();
+        let status = first_login.status();
+        assert!(waited < Duration::from_secs(5), "the right password waited {waited:?} behind the flood");
+        let refused = futures_statuses(flood).await;
+        assert!(refused.iter().all(|s| *s == StatusCode::UNAUTHORIZED || *s == StatusCode::TOO_MANY_REQUESTS));
+        if distinct {
+            assert!(status == StatusCode::OK || status == StatusCode::TOO_MANY_REQUESTS, "{status}");
+        } else {
+            assert_eq!(status, StatusCode::OK, "one wrong password repeated is checked once");
+        }
+        let later = client.get(&url).basic_auth("prometheus", Some("wonderland")).send().await.unwrap();
+        assert_eq!(later.status(), StatusCode::OK);
+        println!("distinct wrong passwords: {distinct}; the right one answered {status} in {waited:?}");
+    }
+}
+
+async fn futures_statuses(requests: Vec<JoinHandle<reqwest::Result<reqwest::Response>>>) -> Vec<StatusCode> {
+    let mut statuses = Vec::new();
+    for request in requests {
+        statuses.push(request.await.unwrap().unwrap().status());
+    }
+    statuses
+}

@@ -294,14 +294,14 @@ fn interpret(
     if status == 429 {
         return Err(ApiError::RateLimited { retry_after });
     }
-    let json = JsonObject::parse(body).ok();
-    if let Some(error) = json.as_ref().and_then(|json| exchange_error(json, date_ms)) {
+    let json = JsonObject::parse(body);
+    if let Some(error) = json.as_ref().ok().and_then(|json| exchange_error(json, date_ms)) {
         return Err(error);
     }
     match (status, json) {
-        (200..=299, Some(json)) => Ok(json),
-        (200..=299, None) => {
-            Err(ApiError::Decode(format!("not a JSON object ({} bytes): {}", body.len(), snippet(body))))
+        (200..=299, Ok(json)) => Ok(json),
+        (200..=299, Err(error)) => {
+            Err(ApiError::Decode(format!("not a JSON object, {error} of {} bytes: {}", body.len(), snippet(body))))
         }
         (status, _) => Err(ApiError::Http { status, snippet: snippet(body) }),
     }

@@ -96,24 +96,37 @@ impl FieldValue for DurationMillis {
     }
 }
 
-/// Decimal text or a JSON number, from its exact digits.
+/// Decimal text in the spec's plain form (`-123.45`: an optional minus, digits, an optional
+/// point and digits; no spaces, signs, separators or exponents), or a JSON number, from its exact
+/// digits either way.
 pub fn decimal(value: Json<'_>) -> Result<Decimal, &'static str> {
     match value.scalar() {
-        Scalar::Text(s) => parse_decimal(s.trim()),
-        Scalar::Number(n) => parse_decimal(n),
+        Scalar::Text(s) if is_plain_decimal(&s) => Decimal::from_str(&s).map_err(|_| OUT_OF_RANGE),
+        Scalar::Text(_) => Err("text that is not a plain decimal (digits, an optional minus and point)"),
+        Scalar::Number(n) => Decimal::from_str(n).or_else(|_| Decimal::from_scientific(n)).map_err(|_| OUT_OF_RANGE),
         _ => Err("not a decimal"),
     }
 }
 
-fn parse_decimal(text: &str) -> Result<Decimal, &'static str> {
-    Decimal::from_str(text).or_else(|_| Decimal::from_scientific(text)).map_err(|_| "not a decimal")
+const OUT_OF_RANGE: &str = "a number beyond the decimal range (28 digits)";
+
+fn is_plain_decimal(text: &str) -> bool {
+    let unsigned = text.strip_prefix('-').unwrap_or(text);
+    let (whole, fraction) = unsigned.split_once('.').map_or((unsigned, None), |(w, f)| (w, Some(f)));
+    is_digits(whole) && fraction.is_none_or(is_digits)
 }
 
-/// A whole number, from a JSON integer or digit text; never through a float.
+fn is_digits(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// A whole number, from a JSON integer or digit text (an optional minus and digits); never
+/// through a float.
 pub fn integer(value: Json<'_>) -> Result<i64, &'static str> {
     match value.scalar() {
-        Scalar::Number(n) => n.parse().map_err(|_| "not an integer"),
-        Scalar::Text(s) => s.trim().parse().map_err(|_| "not an integer"),
+        Scalar::Number(n) if is_integer_text(n) => n.parse().map_err(|_| "an integer beyond 64 bits"),
+        Scalar::Text(s) if is_integer_text(&s) => s.parse().map_err(|_| "an integer beyond 64 bits"),
+        Scalar::Number(_) | Scalar::Text(_) => Err("not a whole number (digits and an optional minus)"),
         _ => Err("not an integer"),
     }
 }
@@ -129,8 +142,7 @@ pub fn text(value: Json<'_>) -> Result<String, &'static str> {
 }
 
 fn is_integer_text(s: &str) -> bool {
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit())
+    is_digits(s.strip_prefix('-').unwrap_or(s))
 }
 
 /// Reads the fields of one JSON object, collecting problems instead of failing.
@@ -285,10 +297,16 @@ mod tests {
     fn decimals_come_from_text_or_exact_json_numbers() {
         assert_eq!(read(r#""-0.0031""#, decimal), Ok(Decimal::from_str("-0.0031").unwrap()));
         assert_eq!(read("0.1000000000000000055511", decimal).unwrap().to_string(), "0.1000000000000000055511");
-        assert_eq!(read(r#""1e-3""#, decimal).unwrap().to_string(), "0.001");
-        assert_eq!(read("1E-3", decimal).unwrap().to_string(), "0.001");
-        assert_eq!(read(r#"" 2.5 ""#, decimal), Ok(Decimal::from_str("2.5").unwrap()));
-        assert_eq!(read(r#""abc""#, decimal), Err("not a decimal"));
+        assert_eq!(read("1E-3", decimal).unwrap().to_string(), "0.001", "a JSON number may have an exponent");
+        assert_eq!(read(r#""12""#, decimal), Ok(Decimal::from(12)));
+        let not_plain = Err("text that is not a plain decimal (digits, an optional minus and point)");
+        for text in
+            [r#""1e-3""#, r#"" 2.5 ""#, r#""  1""#, r#""1_000""#, r#""+1""#, r#""1.""#, r#"".5""#, r#""abc""#, r#""""#]
+        {
+            assert_eq!(read(text, decimal), not_plain, "{text}");
+        }
+        assert_eq!(read("1e400", decimal), Err(OUT_OF_RANGE));
+        assert_eq!(read(r#""79228162514264337593543950336""#, decimal), Err(OUT_OF_RANGE));
         assert_eq!(read("true", decimal), Err("not a decimal"));
     }
 
@@ -305,9 +323,13 @@ mod tests {
     fn integers_never_go_through_floats() {
         assert_eq!(read(r#""1713339011237""#, integer), Ok(1713339011237));
         assert_eq!(read("1713339011237", integer), Ok(1713339011237));
-        assert_eq!(read("1.5", integer), Err("not an integer"));
-        assert_eq!(read("1e3", integer), Err("not an integer"));
-        assert_eq!(read(r#""12a""#, integer), Err("not an integer"));
+        assert_eq!(read(r#""-5""#, integer), Ok(-5));
+        let not_whole = Err("not a whole number (digits and an optional minus)");
+        for text in ["1.5", "1e3", r#""12a""#, r#""  1""#, r#""1_000""#, r#""+1""#, r#""""#] {
+            assert_eq!(read(text, integer), not_whole, "{text}");
+        }
+        assert_eq!(read("9223372036854775808", integer), Err("an integer beyond 64 bits"));
+        assert_eq!(read("[1]", integer), Err("not an integer"));
     }
 
     #[test]
@@ -329,6 +351,7 @@ mod tests {
         assert_eq!(reader.value::<Decimal>("b"), None);
         assert_eq!(reader.value::<Decimal>("c"), None);
         assert_eq!(reader.value::<Decimal>("missing"), None);
-        assert_eq!(problems, vec![DecodeProblem { record: "test", field: "b".into(), detail: "not a decimal" }]);
+        let detail = "text that is not a plain decimal (digits, an optional minus and point)";
+        assert_eq!(problems, vec![DecodeProblem { record: "test", field: "b".into(), detail }]);
     }
 }

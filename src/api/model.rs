@@ -80,14 +80,25 @@ fn decode_bill(item: Json<'_>, problems: &mut Vec<DecodeProblem>) -> Option<Bill
         return None;
     };
     let mut reader = FieldReader::new(&object, "bill", problems);
-    let id = reader.read(&["billId", "billID", "id"], super::fields::text);
+    // A bill is counted once by its id, at its time: without either it cannot be counted.
+    let id = reader.read(&["billId", "billID", "id"], |value| {
+        let id = normalize_id(super::fields::text(value)?);
+        if id.is_empty() {
+            Err("empty; the bill is skipped")
+        } else {
+            Ok(id)
+        }
+    });
     let ctime = reader.read(&["cTime", "ctime"], super::fields::integer);
-    let (Some(id), Some(ctime_ms)) = (id, ctime) else {
-        reader.problem("billId/cTime".into(), "missing or unreadable; bill skipped");
-        return None;
-    };
+    if id.is_none() && reader.raw(&["billId", "billID", "id"]).is_none() {
+        reader.problem("billId".into(), "missing; the bill is skipped");
+    }
+    if ctime.is_none() && reader.raw(&["cTime", "ctime"]).is_none() {
+        reader.problem("cTime".into(), "missing; the bill is skipped");
+    }
+    let (Some(id), Some(ctime_ms)) = (id, ctime) else { return None };
     Some(Bill {
-        id: normalize_id(id),
+        id,
         coin: reader.text("coin").unwrap_or_default(),
         symbol: reader.text("symbol").unwrap_or_default(),
         business_type: reader.text("businessType").unwrap_or_default(),
@@ -385,6 +396,29 @@ mod tests {
         assert_eq!(page.items[1].amount, Some(Decimal::from(2)));
         assert_eq!(problems.len(), 2);
         assert_eq!(problems[0].field, "amount");
+    }
+
+    #[test]
+    fn a_bill_without_a_usable_id_or_time_is_skipped_and_the_problem_says_why() {
+        let (page, problems) = page(
+            r#"{"hasNextPage":false,"items":[
+                {"billId":"","ctime":5},
+                {"billId":"  ","ctime":5},
+                {"billId":7},
+                {"billId":8,"ctime":"  9"},
+                {"billId":9,"ctime":10}]}"#,
+        );
+        assert_eq!(page.items.iter().map(|b| b.id.as_str()).collect::<Vec<_>>(), ["9"]);
+        let said: Vec<(&str, &str)> = problems.iter().map(|p| (p.field.as_str(), p.detail)).collect();
+        assert_eq!(
+            said,
+            [
+                ("billId", "empty; the bill is skipped"),
+                ("billId", "empty; the bill is skipped"),
+                ("cTime", "missing; the bill is skipped"),
+                ("ctime", "not a whole number (digits and an optional minus)"),
+            ]
+        );
     }
 
     #[test]

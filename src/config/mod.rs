@@ -31,7 +31,7 @@ pub enum ConfigError {
     UnreadableFile { what: String, path: PathBuf, reason: String },
     #[error("config file {path}: {reason}")]
     File { path: PathBuf, reason: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Web(#[from] crate::web::WebError),
 }
 
@@ -182,12 +182,8 @@ impl Config {
                 cli.web_listen_address
             ))
         })?;
-        if !cli.web_telemetry_path.starts_with('/') || cli.web_telemetry_path.len() < 2 {
-            return Err(ConfigError::Invalid(format!(
-                "--web.telemetry-path {:?} must start with / and name a path, e.g. /metrics",
-                cli.web_telemetry_path
-            )));
-        }
+        validate_telemetry_path(&cli.web_telemetry_path)?;
+        validate_locale(&cli.api_locale)?;
         let coin_ids = validate_coin_ids(&cli.api_coin_ids, "--api.coin-ids")?;
         let shard = Shard::new(cli.shard_index, cli.shard_count).map_err(ConfigError::Invalid)?;
         let accounts = if cli.demo {
@@ -222,6 +218,38 @@ impl Config {
             shard,
         })
     }
+}
+
+/// A language tag such as `en-US`: letters, digits, `-` and `_`, at most 35 (BCP 47's longest).
+/// It goes into a header of every request, so a line break would break them all.
+fn validate_locale(locale: &str) -> Result<(), ConfigError> {
+    let tag =
+        (1..=35).contains(&locale.len()) && locale.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_".contains(&b));
+    if !tag {
+        return Err(ConfigError::Invalid(format!(
+            "--api.locale {locale:?} is not a language tag; write it like en-US (letters, digits, '-' or '_')"
+        )));
+    }
+    Ok(())
+}
+
+/// The paths the server answers besides the telemetry path.
+const RESERVED_PATHS: [&str; 3] = ["/", "/-/healthy", "/-/ready"];
+
+/// A plain path: `/` then segments of letters, digits, `-`, `_`, `.` and `~`, none empty, and
+/// not a path the server answers otherwise. (The router would read `{name}` or `*` as patterns.)
+fn validate_telemetry_path(path: &str) -> Result<(), ConfigError> {
+    let plain_segment = |segment: &str| {
+        !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.~".contains(&b))
+    };
+    let plain = path.strip_prefix('/').is_some_and(|rest| rest.split('/').all(plain_segment));
+    if !plain || RESERVED_PATHS.contains(&path) {
+        return Err(ConfigError::Invalid(format!(
+            "--web.telemetry-path {path:?} must be a plain path such as /metrics: '/' and then letters, digits, '-', '_', '.' or '~' between single slashes, other than {}",
+            RESERVED_PATHS.join(", ")
+        )));
+    }
+    Ok(())
 }
 
 fn single_account(cli: &Cli, coin_ids: Vec<u64>, env: Env) -> Result<AccountConfig, ConfigError> {

@@ -102,3 +102,27 @@ fn yaml_mistakes_name_the_file_and_the_account() {
     let error = Config::from_cli(&cli(&["--config.file", "/nonexistent.yml"]), &env_of(&[])).unwrap_err().to_string();
     assert!(error.starts_with("config file /nonexistent.yml"), "{error}");
 }
+
+#[test]
+fn the_telemetry_path_is_a_plain_path_the_server_does_not_use_otherwise() {
+    let with = |path: &str| Config::from_cli(&cli(&["--web.telemetry-path", path]), &env_of(&KEYS));
+    for good in ["/metrics", "/prometheus/metrics", "/capi.v2-metrics_~x"] {
+        assert_eq!(with(good).unwrap().telemetry_path, good);
+    }
+    for bad in
+        ["metrics", "/", "/-/healthy", "/-/ready", "/*", "/{x}", "/metrics/", "//metrics", "/me trics", "/a:b", ""]
+    {
+        let error = with(bad).map(drop).unwrap_err().to_string();
+        assert!(error.contains("must be a plain path such as /metrics"), "{bad}: {error}");
+    }
+}
+
+#[test]
+fn the_locale_is_a_language_tag() {
+    let with = |locale: &str| Config::from_cli(&cli(&["--api.locale", locale]), &env_of(&KEYS));
+    assert_eq!(with("zh-CN").unwrap().locale, "zh-CN");
+    for bad in ["en-US\r\nX-Injected: 1", "en US", "", &"x".repeat(36)] {
+        let error = with(bad).map(drop).unwrap_err().to_string();
+        assert!(error.contains("is not a language tag"), "{bad:?}: {error}");
+    }
+}

@@ -22,6 +22,9 @@ pub enum Fault {
     RateLimited { retry_after_secs: Option<u64> },
     /// HTTP 400 with the documented error body for this code.
     ExchangeError { code: String },
+    /// HTTP 400 with the documented body of a rejected timestamp (40008), telling this time as
+    /// the exchange's, as a broken or hostile server might.
+    RejectedTimestamp { request_time_ms: i64 },
     /// HTTP 200 with a valid JSON answer padded to this many bytes, as from a broken endpoint.
     Oversized(usize),
     /// This status with a body that echoes the request's headers: for 400 the documented error
@@ -40,6 +43,9 @@ impl Fault {
             Self::Hang(_) => normal(),
             Self::RateLimited { retry_after_secs } => Reply::too_many_requests(*retry_after_secs, now_ms),
             Self::ExchangeError { code } => Reply::error(code, now_ms),
+            Self::RejectedTimestamp { request_time_ms } => {
+                Reply::error(super::reply::TIMESTAMP_EXPIRED, *request_time_ms)
+            }
             Self::Oversized(bytes) => Reply::padded(*bytes),
             Self::EchoHeaders(status) => Reply::echo(status_or_bad_gateway(*status), headers, now_ms),
         }

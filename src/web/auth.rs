@@ -1,31 +1,49 @@
 //! Basic auth against exporter-toolkit's `basic_auth_users` (bcrypt hashes).
 //!
-//! bcrypt is slow by design, and Prometheus sends the same credentials every scrape, so successful
-//! checks are remembered: as an HMAC-SHA-256 of user and password under a key drawn at start,
-//! which cannot be turned back into the password and, unlike a plain hash, cannot be brute-forced
-//! offline if memory leaks. Failed checks are not remembered, so guessing stays bcrypt-slow; and
-//! only one bcrypt check runs at a time, on a blocking thread, so guessing cannot take every core.
+//! bcrypt is slow by design, and Prometheus sends the same credentials every scrape, so checks
+//! are remembered: as an HMAC-SHA-256 of user and password under a key drawn at start, which
+//! cannot be turned back into the password and, unlike a plain hash, cannot be brute-forced
+//! offline if memory leaks. Successes are remembered so that a scrape costs no bcrypt; failures,
+//! so that a scraper hammering with a wrong password costs one check, not one per request (a
+//! guesser learns nothing it did not know). New credentials are checked one at a time, on a
+//! blocking thread, so guessing cannot take every core; at most [`MAX_WAITING_CHECKS`] wait for
+//! their turn, and beyond that new credentials are turned away at once (429) rather than queued,
+//! so that no request waits behind a flood of guesses. Hashes costlier than [`MAX_BCRYPT_COST`]
+//! are refused at start: one check would pin a core for seconds.
 
 use axum::http::{header, HeaderMap};
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use subtle::ConstantTimeEq;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The costliest bcrypt hash accepted: each check of a hash of cost 12 takes about a quarter of
+/// a second of a core, and every further step doubles it (exporter-toolkit's examples use 10).
+pub const MAX_BCRYPT_COST: u32 = 12;
 
 /// A bcrypt hash from the web config: a secret, so it shows in no Debug output.
 #[derive(Clone)]
 pub(crate) struct PasswordHash(String);
 
 impl PasswordHash {
-    /// Accepts `$2a$`, `$2b$` and `$2y$` hashes with a cost bcrypt can compute.
-    pub(crate) fn parse(text: String) -> Option<PasswordHash> {
+    /// Accepts `$2a$`, `$2b$` and `$2y$` hashes of cost 4 to [`MAX_BCRYPT_COST`]; the error says
+    /// what is wrong without the hash itself.
+    pub(crate) fn parse(text: String) -> Result<PasswordHash, String> {
         let prefix_allowed = ["$2a$", "$2b$", "$2y$"].iter().any(|prefix| text.starts_with(prefix));
-        let parts = text.parse::<bcrypt::HashParts>().ok()?;
-        (prefix_allowed && (4..=31).contains(&parts.get_cost())).then_some(PasswordHash(text))
+        let parts = text.parse::<bcrypt::HashParts>().ok().filter(|_| prefix_allowed);
+        match parts.map(|parts| parts.get_cost()) {
+            None => Err("is not a bcrypt hash ($2a$, $2b$ or $2y$)".into()),
+            Some(cost) if cost < 4 => Err(format!("has cost {cost}; bcrypt needs at least 4")),
+            Some(cost) if cost > MAX_BCRYPT_COST => Err(format!(
+                "has cost {cost}, above the {MAX_BCRYPT_COST} accepted: each login check would take seconds of CPU; hash it again with a cost of 10 (htpasswd -nBC 10 USER)"
+            )),
+            Some(_) => Ok(PasswordHash(text)),
+        }
     }
 }
 
@@ -37,6 +55,19 @@ impl fmt::Debug for PasswordHash {
 
 /// How many successful (user, password) pairs are remembered; more than any real setup needs.
 const REMEMBERED_LOGINS: usize = 64;
+/// How many failed pairs are remembered, the oldest forgotten first.
+const REMEMBERED_FAILURES: usize = 256;
+/// How many checks of new credentials may wait for their turn, besides the one running.
+pub const MAX_WAITING_CHECKS: usize = 8;
+
+/// What a request's credentials are worth.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Allowed,
+    Refused,
+    /// New credentials arrived while too many checks were waiting: try again later.
+    Busy,
+}
 
 type CacheMac = Hmac<Sha256>;
 
@@ -48,8 +79,11 @@ pub(crate) struct BasicAuth {
     decoy: PasswordHash,
     /// `None` if the system had no randomness to give: then nothing is remembered.
     cache_key: Option<[u8; 32]>,
-    remembered: Mutex<Vec<[u8; 32]>>,
+    remembered: Remembered,
+    refused: Remembered,
     bcrypt_turn: Arc<Semaphore>,
+    /// Checks waiting for their turn or running.
+    checks: Arc<AtomicUsize>,
 }
 
 impl BasicAuth {
@@ -60,38 +94,49 @@ impl BasicAuth {
             users: users.clone(),
             decoy,
             cache_key: random_key(),
-            remembered: Mutex::new(Vec::new()),
+            remembered: Remembered::new(REMEMBERED_LOGINS),
+            refused: Remembered::new(REMEMBERED_FAILURES),
             bcrypt_turn: Arc::new(Semaphore::new(1)),
+            checks: Arc::new(AtomicUsize::new(0)),
         })
     }
 
     /// Whether the request's headers carry the user and password of a configured user.
-    pub(crate) async fn allows(&self, headers: &HeaderMap) -> bool {
-        let Some(credentials) = Credentials::from_headers(headers) else { return false };
+    pub(crate) async fn allows(&self, headers: &HeaderMap) -> Verdict {
+        let Some(credentials) = Credentials::from_headers(headers) else { return Verdict::Refused };
         let fingerprint = self.fingerprint(&credentials);
-        if fingerprint.as_ref().is_some_and(|fingerprint| self.remembers(fingerprint)) {
-            return true;
+        if let Some(known) = fingerprint.as_ref().and_then(|f| self.remembered_verdict(f)) {
+            return known;
+        }
+        let Some(_waiting) = CheckSlot::take(&self.checks) else { return Verdict::Busy };
+        let Ok(turn) = self.bcrypt_turn.clone().acquire_owned().await else { return Verdict::Refused };
+        // The same credentials may have been checked while these waited.
+        if let Some(known) = fingerprint.as_ref().and_then(|f| self.remembered_verdict(f)) {
+            return known;
         }
         let known_hash = self.users.get(&credentials.user).cloned();
         let is_known = known_hash.is_some();
         let hash = known_hash.unwrap_or_else(|| self.decoy.clone());
-        let matches = self.verify(credentials.password, hash).await;
-        let allowed = matches && is_known;
-        if let (true, Some(fingerprint)) = (allowed, fingerprint) {
-            self.remember(fingerprint);
+        let allowed = verify(turn, credentials.password, hash).await && is_known;
+        if let Some(fingerprint) = fingerprint {
+            let memory = if allowed { &self.remembered } else { &self.refused };
+            memory.add(fingerprint);
         }
-        allowed
+        if allowed {
+            Verdict::Allowed
+        } else {
+            Verdict::Refused
+        }
     }
 
-    /// Runs bcrypt on a blocking thread, one check at a time. The turn travels into the thread:
-    /// a request that times out does not let a second check start while the first still runs.
-    async fn verify(&self, password: Vec<u8>, hash: PasswordHash) -> bool {
-        let Ok(turn) = self.bcrypt_turn.clone().acquire_owned().await else { return false };
-        let check = tokio::task::spawn_blocking(move || {
-            let _turn = turn;
-            bcrypt::verify(password, &hash.0).unwrap_or(false)
-        });
-        check.await.unwrap_or(false)
+    fn remembered_verdict(&self, fingerprint: &[u8; 32]) -> Option<Verdict> {
+        if self.remembered.holds(fingerprint) {
+            Some(Verdict::Allowed)
+        } else if self.refused.holds(fingerprint) {
+            Some(Verdict::Refused)
+        } else {
+            None
+        }
     }
 
     fn fingerprint(&self, credentials: &Credentials) -> Option<[u8; 32]> {
@@ -102,19 +147,61 @@ impl BasicAuth {
         mac.update(&credentials.password);
         Some(mac.finalize().into_bytes().into())
     }
+}
 
-    /// Looks through every entry, without stopping at a match, comparing in constant time.
-    fn remembers(&self, fingerprint: &[u8; 32]) -> bool {
-        let remembered = self.remembered.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        remembered.iter().fold(subtle::Choice::from(0), |found, entry| found | entry[..].ct_eq(&fingerprint[..])).into()
+/// Runs bcrypt on a blocking thread. The turn travels into the thread: a request that times out
+/// does not let a second check start while the first still runs.
+async fn verify(turn: OwnedSemaphorePermit, password: Vec<u8>, hash: PasswordHash) -> bool {
+    let check = tokio::task::spawn_blocking(move || {
+        let _turn = turn;
+        bcrypt::verify(password, &hash.0).unwrap_or(false)
+    });
+    check.await.unwrap_or(false)
+}
+
+/// A place among the checks waiting or running, given back when dropped.
+struct CheckSlot(Arc<AtomicUsize>);
+
+impl CheckSlot {
+    fn take(checks: &Arc<AtomicUsize>) -> Option<CheckSlot> {
+        let taken = checks.fetch_add(1, Ordering::AcqRel);
+        let slot = CheckSlot(checks.clone());
+        (taken <= MAX_WAITING_CHECKS).then_some(slot)
+    }
+}
+
+impl Drop for CheckSlot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Fingerprints of credentials, the oldest forgotten first.
+struct Remembered {
+    max: usize,
+    fingerprints: Mutex<VecDeque<[u8; 32]>>,
+}
+
+impl Remembered {
+    fn new(max: usize) -> Self {
+        Self { max, fingerprints: Mutex::new(VecDeque::new()) }
     }
 
-    fn remember(&self, fingerprint: [u8; 32]) {
-        let mut remembered = self.remembered.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if remembered.len() >= REMEMBERED_LOGINS {
-            remembered.remove(0);
+    /// Looks through every entry, without stopping at a match, comparing in constant time.
+    fn holds(&self, fingerprint: &[u8; 32]) -> bool {
+        let fingerprints = self.fingerprints.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        fingerprints
+            .iter()
+            .fold(subtle::Choice::from(0), |found, entry| found | entry[..].ct_eq(&fingerprint[..]))
+            .into()
+    }
+
+    fn add(&self, fingerprint: [u8; 32]) {
+        let mut fingerprints = self.fingerprints.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if fingerprints.len() >= self.max {
+            fingerprints.pop_front();
         }
-        remembered.push(fingerprint);
+        fingerprints.push_back(fingerprint);
     }
 }
 

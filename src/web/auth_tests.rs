@@ -24,25 +24,25 @@ fn authorization(value: &str) -> HeaderMap {
 #[tokio::test]
 async fn the_right_user_and_password_pass() {
     let auth = auth_for(&[("alice", "wonderland"), ("bob", "pa:ss")]);
-    assert!(auth.allows(&basic("alice", "wonderland")).await);
-    assert!(auth.allows(&basic("bob", "pa:ss")).await, "the password may hold a colon");
+    assert_eq!(auth.allows(&basic("alice", "wonderland")).await, Verdict::Allowed);
+    assert_eq!(auth.allows(&basic("bob", "pa:ss")).await, Verdict::Allowed, "the password may hold a colon");
 }
 
 #[tokio::test]
 async fn a_wrong_user_or_password_fails() {
     let auth = auth_for(&[("alice", "wonderland"), ("bob", "builder")]);
-    assert!(!auth.allows(&basic("alice", "builder")).await, "another user's password");
-    assert!(!auth.allows(&basic("alice", "Wonderland")).await);
-    assert!(!auth.allows(&basic("alice", "")).await);
-    assert!(!auth.allows(&basic("carol", "wonderland")).await);
-    assert!(!auth.allows(&basic("Alice", "wonderland")).await, "user names are case-sensitive");
+    assert_eq!(auth.allows(&basic("alice", "builder")).await, Verdict::Refused, "another user's password");
+    assert_eq!(auth.allows(&basic("alice", "Wonderland")).await, Verdict::Refused);
+    assert_eq!(auth.allows(&basic("alice", "")).await, Verdict::Refused);
+    assert_eq!(auth.allows(&basic("carol", "wonderland")).await, Verdict::Refused);
+    assert_eq!(auth.allows(&basic("Alice", "wonderland")).await, Verdict::Refused, "user names are case-sensitive");
 }
 
 #[tokio::test]
 async fn a_missing_or_malformed_header_fails() {
     let auth = auth_for(&[("alice", "wonderland")]);
     let encoded = base64::engine::general_purpose::STANDARD.encode("alice:wonderland");
-    assert!(!auth.allows(&HeaderMap::new()).await);
+    assert_eq!(auth.allows(&HeaderMap::new()).await, Verdict::Refused);
     for value in [
         "Bearer abc".to_string(),
         format!("Digest {encoded}"),
@@ -53,44 +53,77 @@ async fn a_missing_or_malformed_header_fails() {
         format!("Basic  {encoded}"),
         format!("Basic {}", &encoded[..encoded.len() - 2]),
     ] {
-        assert!(!auth.allows(&authorization(&value)).await, "{value}");
+        assert_eq!(auth.allows(&authorization(&value)).await, Verdict::Refused, "{value}");
     }
     let mut non_utf8_user = b"\xffalice:wonderland".to_vec();
     non_utf8_user = base64::engine::general_purpose::STANDARD.encode(&non_utf8_user).into_bytes();
     let value = format!("Basic {}", String::from_utf8(non_utf8_user).unwrap());
-    assert!(!auth.allows(&authorization(&value)).await);
+    assert_eq!(auth.allows(&authorization(&value)).await, Verdict::Refused);
 }
 
 #[tokio::test]
 async fn the_scheme_is_case_insensitive() {
     let auth = auth_for(&[("alice", "wonderland")]);
     let encoded = base64::engine::general_purpose::STANDARD.encode("alice:wonderland");
-    assert!(auth.allows(&authorization(&format!("basic {encoded}"))).await);
-    assert!(auth.allows(&authorization(&format!("BASIC {encoded}"))).await);
+    assert_eq!(auth.allows(&authorization(&format!("basic {encoded}"))).await, Verdict::Allowed);
+    assert_eq!(auth.allows(&authorization(&format!("BASIC {encoded}"))).await, Verdict::Allowed);
 }
 
 #[tokio::test]
-async fn successes_are_remembered_and_failures_are_not() {
+async fn successes_and_failures_are_remembered() {
     let auth = auth_for(&[("alice", "wonderland")]);
     let good = Credentials::from_headers(&basic("alice", "wonderland")).unwrap();
     let bad = Credentials::from_headers(&basic("alice", "guess")).unwrap();
     let (good, bad) = (auth.fingerprint(&good).unwrap(), auth.fingerprint(&bad).unwrap());
-    assert!(!auth.remembers(&good));
-    assert!(auth.allows(&basic("alice", "wonderland")).await);
-    assert!(auth.remembers(&good));
-    assert!(!auth.allows(&basic("alice", "guess")).await);
-    assert!(!auth.remembers(&bad));
+    assert!(!auth.remembered.holds(&good));
+    assert_eq!(auth.allows(&basic("alice", "wonderland")).await, Verdict::Allowed);
+    assert!(auth.remembered.holds(&good) && !auth.refused.holds(&good));
+    assert_eq!(auth.allows(&basic("alice", "guess")).await, Verdict::Refused);
+    assert!(auth.refused.holds(&bad) && !auth.remembered.holds(&bad));
 }
 
 #[tokio::test]
-async fn a_remembered_login_skips_bcrypt() {
+async fn remembered_credentials_skip_bcrypt_either_way() {
     let auth = auth_for(&[("alice", "wonderland")]);
-    assert!(auth.allows(&basic("alice", "wonderland")).await);
+    assert_eq!(auth.allows(&basic("alice", "wonderland")).await, Verdict::Allowed);
+    assert_eq!(auth.allows(&basic("alice", "guess")).await, Verdict::Refused);
     // With bcrypt's only turn taken, only the memory can answer.
     let _turn = auth.bcrypt_turn.clone().try_acquire_owned().unwrap();
-    let headers = basic("alice", "wonderland");
-    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), auth.allows(&headers));
-    assert!(answer.await.expect("answered without bcrypt"));
+    for (password, verdict) in [("wonderland", Verdict::Allowed), ("guess", Verdict::Refused)] {
+        let headers = basic("alice", password);
+        let answer = tokio::time::timeout(std::time::Duration::from_secs(5), auth.allows(&headers));
+        assert_eq!(answer.await.expect("answered without bcrypt"), verdict);
+    }
+}
+
+#[tokio::test]
+async fn past_the_waiting_checks_new_credentials_are_turned_away_at_once() {
+    let auth = std::sync::Arc::new(auth_for(&[("alice", "wonderland")]));
+    let turn = auth.bcrypt_turn.clone().try_acquire_owned().unwrap();
+    let waiting: Vec<_> = (0..=MAX_WAITING_CHECKS)
+        .map(|i| {
+            let auth = auth.clone();
+            tokio::spawn(async move { auth.allows(&basic("alice", &format!("guess-{i}"))).await })
+        })
+        .collect();
+    while auth.checks.load(Ordering::SeqCst) <= MAX_WAITING_CHECKS {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(auth.allows(&basic("alice", "wonderland")).await, Verdict::Busy, "not queued");
+    drop(turn);
+    for check in waiting {
+        assert_eq!(check.await.unwrap(), Verdict::Refused);
+    }
+    assert_eq!(auth.allows(&basic("alice", "wonderland")).await, Verdict::Allowed, "once the flood is checked");
+}
+
+#[test]
+fn costly_hashes_are_refused_with_the_reason() {
+    assert!(PasswordHash::parse(bcrypt::hash("x", MAX_BCRYPT_COST).unwrap()).is_ok());
+    let costly = cheap_hash("x").replacen("$04$", "$31$", 1);
+    let error = PasswordHash::parse(costly.clone()).map(drop).unwrap_err();
+    assert!(error.contains("cost 31") && !error.contains(&costly[7..]), "{error}");
+    assert!(PasswordHash::parse("plain".into()).map(drop).unwrap_err().contains("not a bcrypt hash"));
 }
 
 #[test]
@@ -104,13 +137,13 @@ fn fingerprints_keep_user_and_password_apart() {
 
 #[test]
 fn the_memory_is_bounded() {
-    let auth = auth_for(&[("alice", "wonderland")]);
+    let remembered = Remembered::new(REMEMBERED_LOGINS);
     for index in 0..(REMEMBERED_LOGINS + 10) {
-        auth.remember([index as u8; 32]);
+        remembered.add([index as u8; 32]);
     }
-    assert_eq!(auth.remembered.lock().unwrap().len(), REMEMBERED_LOGINS);
-    assert!(!auth.remembers(&[0u8; 32]), "the oldest entries go first");
-    assert!(auth.remembers(&[(REMEMBERED_LOGINS + 9) as u8; 32]));
+    assert_eq!(remembered.fingerprints.lock().unwrap().len(), REMEMBERED_LOGINS);
+    assert!(!remembered.holds(&[0u8; 32]), "the oldest entries go first");
+    assert!(remembered.holds(&[(REMEMBERED_LOGINS + 9) as u8; 32]));
 }
 
 #[test]

@@ -1,13 +1,16 @@
 //! The web configuration file of Prometheus's exporter-toolkit (docs/web-configuration.md), parsed
 //! strictly like its `yaml.UnmarshalStrict`: unknown keys are errors.
 //!
-//! Keys accepted but without effect here, and why:
-//! - `tls_server_config.cipher_suites`, `curve_preferences`, `prefer_server_cipher_suites`: rustls
-//!   offers only modern AEAD suites and curves and has no weak ones to switch off, and Go's suite
-//!   names mostly name suites (CBC, RSA key exchange) that rustls does not implement;
-//! - `http_server_config.http2`: this server speaks HTTP/1.1 only, which every scraper speaks.
+//! Keys accepted but not honoured as written, each with a warning at start ([`WebConfig::warnings`]):
+//! - `tls_server_config.cipher_suites` and `curve_preferences`: rustls offers only modern AEAD
+//!   suites and curves and has no weak ones to switch off, and Go's suite names mostly name
+//!   suites (CBC, RSA key exchange) that rustls does not implement;
+//! - `min_version: TLS10` or `TLS11` means TLS 1.2, the oldest version rustls speaks;
+//! - `http_server_config.http2: true`: this server speaks HTTP/1.1 only, which every scraper
+//!   speaks.
 //!
-//! `min_version: TLS10` or `TLS11` means TLS 1.2, the oldest version rustls speaks.
+//! `prefer_server_cipher_suites` is honoured (by default the server's order, as in Go). User
+//! names must be unique and free of `:`, which Basic auth cannot carry.
 
 use super::auth::PasswordHash;
 use super::duration::parse_go_duration;
@@ -30,6 +33,7 @@ pub struct WebConfig {
     headers: Vec<(HeaderName, HeaderValue)>,
     users: BTreeMap<String, PasswordHash>,
     rate_limit: Option<RateLimit>,
+    warnings: Vec<String>,
 }
 
 impl WebConfig {
@@ -52,13 +56,26 @@ impl WebConfig {
         let raw: Option<RawConfig> =
             serde_yaml_ng::from_str(text).map_err(|error| WebError::config(error.to_string()))?;
         let raw = raw.unwrap_or_default();
+        let mut warnings = Vec::new();
+        if let Some(tls) = &raw.tls_server_config {
+            warnings.extend(tls_warnings(tls));
+        }
+        if raw.http_server_config.as_ref().and_then(|http| http.http2) == Some(true) {
+            warnings.push("http_server_config.http2 is not honoured: this server speaks HTTP/1.1 only".into());
+        }
         Ok(WebConfig {
             file: None,
             tls: raw.tls_server_config.map(|tls| tls_settings(tls, base_dir)).transpose()?.flatten(),
             headers: headers(raw.http_server_config.and_then(|http| http.headers).unwrap_or_default())?,
-            users: users(raw.basic_auth_users.unwrap_or_default())?,
+            users: users(raw.basic_auth_users.unwrap_or_default().0)?,
             rate_limit: raw.rate_limit.map(rate_limit).transpose()?.flatten(),
+            warnings,
         })
+    }
+
+    /// What the file asks for that is not honoured as written, one line each, to log at start.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// The file this configuration was loaded from, if any.
@@ -122,7 +139,31 @@ struct RawConfig {
     tls_server_config: Option<RawTls>,
     http_server_config: Option<RawHttp>,
     rate_limit: Option<RawRateLimit>,
-    basic_auth_users: Option<BTreeMap<String, String>>,
+    basic_auth_users: Option<Entries>,
+}
+
+/// A YAML map's entries in order, repeated keys included (a map type would keep the last).
+#[derive(Default)]
+struct Entries(Vec<(String, String)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Entries;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of user names to bcrypt hashes")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+                let mut entries = Vec::new();
+                while let Some(entry) = map.next_entry()? {
+                    entries.push(entry);
+                }
+                Ok(Entries(entries))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
 }
 
 #[derive(Default, Deserialize)]
@@ -135,13 +176,10 @@ struct RawTls {
     key_file: Option<String>,
     client_auth_type: Option<String>,
     client_ca_file: Option<String>,
-    // Accepted for compatibility, without effect: see the module documentation.
-    #[serde(rename = "cipher_suites")]
-    _cipher_suites: Option<Vec<String>>,
-    #[serde(rename = "curve_preferences")]
-    _curve_preferences: Option<Vec<String>>,
-    #[serde(rename = "prefer_server_cipher_suites")]
-    _prefer_server_cipher_suites: Option<bool>,
+    // Accepted for compatibility, with a warning: see the module documentation.
+    cipher_suites: Option<Vec<String>>,
+    curve_preferences: Option<Vec<String>>,
+    prefer_server_cipher_suites: Option<bool>,
     min_version: Option<String>,
     max_version: Option<String>,
     client_allowed_sans: Option<Vec<String>>,
@@ -150,8 +188,7 @@ struct RawTls {
 #[derive(Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawHttp {
-    #[serde(rename = "http2")]
-    _http2: Option<bool>,
+    http2: Option<bool>,
     headers: Option<BTreeMap<String, String>>,
 }
 
@@ -211,9 +248,27 @@ fn tls_settings(raw: RawTls, base_dir: &Path) -> Result<Option<TlsSettings>, Web
         min_version,
         max_version,
         client_allowed_sans: raw.client_allowed_sans,
+        // Go's default: the server's order of preference.
+        prefer_server_cipher_suites: raw.prefer_server_cipher_suites.unwrap_or(true),
     };
     settings.check().map_err(problem)?;
     Ok(Some(settings))
+}
+
+/// What a TLS section asks for that rustls cannot do as written.
+fn tls_warnings(raw: &RawTls) -> Vec<String> {
+    let mut warnings = Vec::new();
+    for (field, values) in [("cipher_suites", &raw.cipher_suites), ("curve_preferences", &raw.curve_preferences)] {
+        if values.as_ref().is_some_and(|values| !values.is_empty()) {
+            warnings.push(format!(
+                "tls_server_config.{field} is not honoured: rustls offers only its own modern suites and curves (TLS 1.3 and ECDHE with AES-GCM or ChaCha20-Poly1305)"
+            ));
+        }
+    }
+    if let Some(old @ ("TLS10" | "TLS11")) = raw.min_version.as_deref() {
+        warnings.push(format!("tls_server_config.min_version {old} means TLS12 here: rustls speaks nothing older"));
+    }
+    warnings
 }
 
 fn client_auth(name: Option<&str>) -> Result<ClientAuth, WebError> {
@@ -279,16 +334,20 @@ fn header(name: &str, value: &str) -> Result<Option<(HeaderName, HeaderValue)>, 
     Ok(Some((header_name, header_value)))
 }
 
-fn users(raw: BTreeMap<String, String>) -> Result<BTreeMap<String, PasswordHash>, WebError> {
-    raw.into_iter()
-        .map(|(user, hash)| match PasswordHash::parse(hash) {
-            Some(hash) => Ok((user, hash)),
-            // The hash itself stays out of the message: exporter-toolkit treats it as a secret.
-            None => Err(WebError::config(format!(
-                "basic_auth_users: the password of {user:?} is not a bcrypt hash ($2a$, $2b$ or $2y$, cost 4 to 31)"
-            ))),
-        })
-        .collect()
+fn users(raw: Vec<(String, String)>) -> Result<BTreeMap<String, PasswordHash>, WebError> {
+    let mut users = BTreeMap::new();
+    for (user, hash) in raw {
+        let problem = |text: String| WebError::config(format!("basic_auth_users: {text}"));
+        if user.contains(':') {
+            return Err(problem(format!("user name {user:?} holds ':', which Basic auth cannot carry in a user name")));
+        }
+        // The hash itself stays out of the message: exporter-toolkit treats it as a secret.
+        let hash = PasswordHash::parse(hash).map_err(|reason| problem(format!("the password of {user:?} {reason}")))?;
+        if users.insert(user.clone(), hash).is_some() {
+            return Err(problem(format!("user {user:?} is listed twice")));
+        }
+    }
+    Ok(users)
 }
 
 /// The `rate_limit` section; `None` when its interval is zero or absent, which turns it off.

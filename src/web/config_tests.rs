@@ -53,6 +53,48 @@ fn a_full_exporter_toolkit_file_is_accepted() {
     assert_eq!(config.headers().len(), 2);
     assert_eq!(config.rate_limit(), Some(RateLimit { interval: std::time::Duration::from_secs(1), burst: 5 }));
     assert!(config.basic_auth_enabled());
+    assert!(tls.prefer_server_cipher_suites);
+    let warnings = config.warnings().join("\n");
+    assert!(
+        warnings.contains("cipher_suites is not honoured") && warnings.contains("curve_preferences is not honoured")
+    );
+    assert_eq!(config.warnings().len(), 2, "{warnings}");
+}
+
+#[test]
+fn what_cannot_be_honoured_is_said_once_and_what_is_plain_is_quiet() {
+    let config = parse(&format!(
+        "{TLS_FILES}  min_version: TLS10
+http_server_config:
+  http2: true
+"
+    ))
+    .unwrap();
+    assert_eq!(
+        config.warnings(),
+        [
+            "tls_server_config.min_version TLS10 means TLS12 here: rustls speaks nothing older",
+            "http_server_config.http2 is not honoured: this server speaks HTTP/1.1 only"
+        ]
+    );
+    let plain = parse(&format!(
+        "{TLS_FILES}  min_version: TLS12
+  cipher_suites: []
+  prefer_server_cipher_suites: false
+"
+    ))
+    .unwrap();
+    assert!(plain.warnings().is_empty(), "{:?}", plain.warnings());
+    assert!(!plain.tls.unwrap().prefer_server_cipher_suites);
+}
+
+#[test]
+fn users_are_unique_and_free_of_colons() {
+    let hash = cheap_hash("x");
+    let twice = problem(&format!("basic_auth_users:\n  alice: '{hash}'\n  bob: '{hash}'\n  alice: '{hash}'\n"));
+    assert!(twice.contains("user \"alice\" is listed twice"), "{twice}");
+    let colon = problem(&format!("basic_auth_users:\n  'al:ice': '{hash}'\n"));
+    assert!(colon.contains("\"al:ice\" holds ':'"), "{colon}");
 }
 
 #[test]
@@ -152,8 +194,11 @@ fn a_password_that_is_not_a_bcrypt_hash_is_rejected_without_showing_it() {
         assert!(error.contains("\"alice\"") && error.contains("not a bcrypt hash"), "{error}");
         assert!(!error.contains(hash), "{error}");
     }
-    let too_costly = cheap_hash("x").replacen("$04$", "$32$", 1);
-    assert!(problem(&format!("basic_auth_users:\n  alice: '{too_costly}'\n")).contains("not a bcrypt hash"));
+    let impossible = cheap_hash("x").replacen("$04$", "$32$", 1);
+    assert!(problem(&format!("basic_auth_users:\n  alice: '{impossible}'\n")).contains("above the 12 accepted"));
+    let too_costly = cheap_hash("x").replacen("$04$", "$13$", 1);
+    let error = problem(&format!("basic_auth_users:\n  alice: '{too_costly}'\n"));
+    assert!(error.contains("has cost 13, above the 12 accepted") && !error.contains(&too_costly[7..]), "{error}");
 }
 
 #[test]

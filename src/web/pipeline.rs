@@ -2,7 +2,7 @@
 //! headers (on every response), rate limit (429), request timeout (503), basic auth (401), limit
 //! on requests in flight (503 at once).
 
-use super::auth::BasicAuth;
+use super::auth::{BasicAuth, Verdict};
 use super::rate_limit::RateLimiter;
 use super::WebSettings;
 use axum::body::{Body, Bytes, HttpBody};
@@ -91,8 +91,13 @@ impl RequestPipeline {
         B::Error: Into<BoxError>,
     {
         if let Some(auth) = &self.parts.basic_auth {
-            if !auth.allows(request.headers()).await {
-                return unauthorized();
+            match auth.allows(request.headers()).await {
+                Verdict::Allowed => {}
+                Verdict::Refused => return unauthorized(),
+                Verdict::Busy => {
+                    let text = "Too many login checks at once, try again later.\n";
+                    return (StatusCode::TOO_MANY_REQUESTS, text).into_response();
+                }
             }
         }
         self.within_in_flight_limit(request).await

@@ -145,6 +145,8 @@ pub(crate) struct TlsSettings {
     pub(crate) min_version: TlsVersion,
     pub(crate) max_version: TlsVersion,
     pub(crate) client_allowed_sans: Option<Vec<String>>,
+    /// Whether the server's order of cipher suites wins over the client's.
+    pub(crate) prefer_server_cipher_suites: bool,
 }
 
 impl TlsSettings {
@@ -188,6 +190,7 @@ impl TlsSettings {
             })?;
         // Only HTTP/1.1 is served; saying so lets a client that offers h2 settle on it.
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        config.ignore_client_order = self.prefer_server_cipher_suites;
         Ok(Arc::new(config))
     }
 

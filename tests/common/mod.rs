@@ -197,10 +197,15 @@ impl Exporter {
         self.child.wait().unwrap();
     }
 
+    /// Sends a signal by name (`USR1`, `TERM`...).
+    pub fn signal(&self, name: &str) {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill").args([&format!("-{name}"), &pid]).status().unwrap().success());
+    }
+
     /// Sends SIGTERM and waits for the exit.
     pub fn terminate(&mut self) -> ExitStatus {
-        let pid = self.child.id().to_string();
-        Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        self.signal("TERM");
         wait_exit(&mut self.child)
     }
 }
