@@ -286,3 +286,30 @@ async fn an_absurd_exchange_time_moves_the_clock_a_day_at_most_and_is_corrected(
     let log = exporter.log();
     assert!(!log.contains("panicked") && !log.contains("stopped unexpectedly"), "{log}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bills_an_exchange_makes_up_cannot_grow_the_series_and_are_reported() {
+    let exchange = roomy_exchange().await;
+    let exporter = Exporter::start(&exchange, &FAST);
+    exporter.wait_up().await;
+    // 50 bills of a new type and coin each, and 50 from the year 2000, on each of 60 answers.
+    exchange.sim.inject_fault(Fault::ForeignBills(100), 60);
+    let scrape = exporter
+        .wait_for("the made-up bills", |s| {
+            exchange.sim.faults_pending() == 0 && s.value("capi_bill_cursor_timestamp_seconds", &[]).is_some()
+        })
+        .await;
+    let counted = scrape.series("capi_bills_total");
+    let label_values =
+        |label: &str| counted.iter().map(|s| s.labels[label].clone()).collect::<std::collections::BTreeSet<_>>();
+    let (coins, types) = (label_values("coin"), label_values("business_type"));
+    assert!(coins.len() <= 32 && types.len() <= 64, "{} coins, {} types", coins.len(), types.len());
+    assert!(coins.contains("other") && types.contains("other"), "the excess is counted as other");
+    let total: f64 = counted.iter().map(|s| s.value).sum();
+    assert!(total >= 50.0 && total % 50.0 == 0.0, "every made-up bill of the window counted once: {total}");
+    let problems =
+        |field: &str| scrape.sum("capi_api_decode_problems_total", &[("endpoint", "bills"), ("field", field)]);
+    assert_eq!(problems("cTime"), total, "each bill outside the window reported");
+    assert!(problems("coin") > 0.0 && problems("businessType") > 0.0);
+    assert_eq!(scrape.value("capi_up", &[]), Some(1.0));
+}

@@ -89,7 +89,9 @@ impl Checkpoint {
                 Self { cursor: Some(restored.cursor), counters: Arc::new(restored.counters) }
             }
             Some(Err(e)) => {
-                error!(account, error = %e, "cannot resume bill counting from the state file; counting starts afresh from now");
+                // Opening the state file checked every entry and said at error level which
+                // could not be read and what was done.
+                debug!(account, error = %e, "counting afresh: the account's entry in the state file is not valid");
                 Self::default()
             }
             Some(Ok(None)) | None => Self::default(),

@@ -30,6 +30,11 @@ pub enum Fault {
     /// This status with a body that echoes the request's headers: for 400 the documented error
     /// body (40009) whose message quotes them, else a proxy's HTML debug page.
     EchoHeaders(u16),
+    /// The normal answer, with this many made-up bills added to a bill page: half created 200 ms
+    /// ago,
+    /// each of a business type and coin never seen, half created in the year 2000, outside any
+    /// window asked for. An account answer passes unchanged.
+    ForeignBills(usize),
 }
 
 impl Fault {
@@ -48,6 +53,7 @@ impl Fault {
             }
             Self::Oversized(bytes) => Reply::padded(*bytes),
             Self::EchoHeaders(status) => Reply::echo(status_or_bad_gateway(*status), headers, now_ms),
+            Self::ForeignBills(count) => normal().with_foreign_bills(*count, now_ms),
         }
     }
 }

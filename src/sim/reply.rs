@@ -105,6 +105,30 @@ impl Reply {
         Self { status: StatusCode::OK, content_type: "application/json", body, retry_after_secs: None }
     }
 
+    /// A bill page with `count` made-up bills added (see [`super::Fault::ForeignBills`]); any
+    /// other answer as it is.
+    pub(crate) fn with_foreign_bills(mut self, count: usize, now_ms: i64) -> Self {
+        let Ok(mut page) = serde_json::from_slice::<Value>(&self.body) else { return self };
+        let Some(items) = page.get_mut("items").and_then(Value::as_array_mut) else { return self };
+        const YEAR_2000_MS: i64 = 946_684_800_000;
+        for i in 0..count {
+            // A moment ago, so as to fall in the window the query asked for.
+            let ctime = if i % 2 == 0 { now_ms - 200 } else { YEAR_2000_MS };
+            items.push(json!({
+                "billId": format!("9{now_ms}{i:04}"),
+                "coin": format!("F{now_ms}{i}"),
+                "symbol": "",
+                "amount": "1",
+                "businessType": format!("foreign_{now_ms}_{i}"),
+                "balance": "1",
+                "fillFee": "0",
+                "ctime": ctime,
+            }));
+        }
+        self.body = serde_json::to_vec(&page).unwrap_or_default();
+        self
+    }
+
     /// The first half of this answer, as when a connection is cut mid-body.
     pub(crate) fn truncated(mut self) -> Self {
         self.body.truncate(self.body.len() / 2);
