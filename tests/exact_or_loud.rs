@@ -56,6 +56,13 @@ async fn exclusive_exchange() -> Exchange {
     Exchange::start(options).await
 }
 
+/// The exporter started on `exchange` with [`FAST`] settings, once its first poll succeeded.
+async fn watched(exchange: Exchange) -> (Exchange, Exporter) {
+    let exporter = Exporter::start(&exchange, &FAST);
+    exporter.wait_up().await;
+    (exchange, exporter)
+}
+
 async fn settled_past(exporter: &Exporter, ms: i64) -> Scrape {
     let settled = ms as f64 / 1000.0;
     exporter
@@ -86,9 +93,7 @@ fn fund_150_positions(exchange: &Exchange, at: i64) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_crowded_millisecond_of_symbols_never_seen_is_reported_as_a_possible_loss() {
-    let exchange = exclusive_exchange().await;
-    let exporter = Exporter::start(&exchange, &FAST);
-    exporter.wait_up().await;
+    let (exchange, exporter) = watched(exclusive_exchange().await).await;
     let at = now_ms();
     fund_150_positions(&exchange, at);
     let scrape = settled_past(&exporter, at).await;
@@ -104,9 +109,7 @@ async fn a_crowded_millisecond_of_symbols_never_seen_is_reported_as_a_possible_l
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_crowded_millisecond_of_symbols_seen_before_is_counted_whole() {
-    let exchange = exclusive_exchange().await;
-    let exporter = Exporter::start(&exchange, &FAST);
-    exporter.wait_up().await;
+    let (exchange, exporter) = watched(exclusive_exchange().await).await;
     // Each position was opened on its own millisecond: the symbols become known.
     let opened = now_ms();
     for i in 0..150 {
@@ -139,9 +142,7 @@ fn deposit_in_two_coins(exchange: &Exchange, at: i64) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_coin_a_crowded_page_hides_is_reported_unless_seen_before() {
-    let exchange = exclusive_exchange().await;
-    let exporter = Exporter::start(&exchange, &FAST);
-    exporter.wait_up().await;
+    let (exchange, exporter) = watched(exclusive_exchange().await).await;
     let at = now_ms();
     deposit_in_two_coins(&exchange, at);
     let scrape = settled_past(&exporter, at).await;
@@ -165,9 +166,7 @@ async fn a_coin_a_crowded_page_hides_is_reported_unless_seen_before() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn amounts_past_the_decimal_range_are_counted_and_reported_not_fatal() {
-    let exchange = roomy_exchange().await;
-    let exporter = Exporter::start(&exchange, &FAST);
-    exporter.wait_up().await;
+    let (exchange, exporter) = watched(roomy_exchange().await).await;
     let at = now_ms();
     exchange.sim.add_bill(exchange.key(), bill("deposit", "USDT", "", Decimal::MAX, at));
     exchange.sim.add_bill(exchange.key(), bill("deposit", "USDT", "", Decimal::MAX, at + 1));
@@ -289,9 +288,7 @@ async fn an_absurd_exchange_time_moves_the_clock_a_day_at_most_and_is_corrected(
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bills_an_exchange_makes_up_cannot_grow_the_series_and_are_reported() {
-    let exchange = roomy_exchange().await;
-    let exporter = Exporter::start(&exchange, &FAST);
-    exporter.wait_up().await;
+    let (exchange, exporter) = watched(roomy_exchange().await).await;
     // 50 bills of a new type and coin each, and 50 from the year 2000, on each of 60 answers.
     exchange.sim.inject_fault(Fault::ForeignBills(100), 60);
     let scrape = exporter
