@@ -1,0 +1,142 @@
+//! The exposition is this exporter's public interface: dashboards and alerts depend on every
+//! family's name, type, help, unit and labels. These golden files pin it, so that any change to
+//! it shows as a reviewed diff (`cargo insta review`, or `INSTA_UPDATE=always cargo test --test
+//! golden` and `git diff`):
+//! - `fixed_answers`: the whole page, values included, for the documented account sample and a
+//!   page of bills, decoded and counted as the poller does;
+//! - `demo_families`: every family and label set a seeded demo serves, values left out (the
+//!   demo's activity runs on the clock).
+
+mod common;
+
+use capi_exporter::api::client::{read_account_answer, read_bill_answer};
+use capi_exporter::metrics::{AccountSlot, ExporterMetrics, Metrics};
+use capi_exporter::poller::poll_state::PollState;
+use capi_exporter::poller::{Checkpoint, PollSettings};
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+/// When the bills of the fixed page were counted, by the exchange's clock (2030-03-17).
+const COUNTED_AT_MS: i64 = 1_900_000_000_000;
+
+const BILLS: &str = r#"{"hasNextPage":false,"items":[
+    {"billId":686960019383517338,"coin":"USDT","symbol":"","amount":"100.5","businessType":"deposit","balance":"10100.5","fillFee":"0","ctime":1899999990000},
+    {"billId":686960019383517339,"coin":"USDT","symbol":"cmt_btcusdt","amount":"-50.25","businessType":"position_open_long","balance":"10050.25","fillFee":"-0.03","ctime":1899999991000},
+    {"billId":"686960019383517340","coin":"USDT","symbol":"cmt_btcusdt","amount":"60.1","businessType":"position_close_long","balance":"10110.35","fillFee":"-0.036","cTime":"1899999992000"},
+    {"billId":686960019383517341,"coin":"USDT","symbol":"cmt_btcusdt","amount":"-0.0031","businessType":"position_funding","balance":"10110.3469","fillFee":"0","ctime":1899999993000},
+    {"billId":686960019383517342,"coin":"BTC","symbol":"","amount":"0.5","businessType":"transfer_in","balance":"0.5","fillFee":"0","ctime":1899999994000}
+]}"#;
+
+/// The page with what changes from run to run taken out: the process's own metrics, the git
+/// revision, the data age (the time since the sample was taken, which is now), and the order of
+/// the samples within a family (some families are kept in hash maps).
+fn stable(page: &str) -> String {
+    let mut lines = Vec::new();
+    for line in page.lines() {
+        let name = line.trim_start_matches("# HELP ").trim_start_matches("# TYPE ").trim_start_matches("# UNIT ");
+        if name.starts_with("process_") {
+            continue;
+        }
+        let line = match line.split_once(" ") {
+            Some((series, _)) if series.starts_with("capi_data_age_seconds{") => format!("{series} <age>"),
+            _ => line.to_string(),
+        };
+        lines.push(revision_hidden(&line));
+    }
+    samples_sorted(lines)
+}
+
+/// The lines, with each run of sample lines (between comment lines) sorted.
+fn samples_sorted(lines: Vec<String>) -> String {
+    let mut sorted = Vec::with_capacity(lines.len());
+    let mut run: Vec<String> = Vec::new();
+    for line in lines {
+        if line.starts_with('#') {
+            run.sort();
+            sorted.append(&mut run);
+            sorted.push(line);
+        } else {
+            run.push(line);
+        }
+    }
+    run.sort();
+    sorted.append(&mut run);
+    sorted.join("\n") + "\n"
+}
+
+fn revision_hidden(line: &str) -> String {
+    match line.split_once("revision=\"") {
+        Some((before, after)) => {
+            let rest = after.split_once('"').map_or("", |(_, rest)| rest);
+            format!("{before}revision=\"<revision>\"{rest}")
+        }
+        None => line.to_string(),
+    }
+}
+
+#[test]
+fn fixed_answers() {
+    let settings = PollSettings {
+        interval: Duration::from_secs(15),
+        overlap: Duration::from_secs(60),
+        backfill: Duration::from_secs(3_600),
+        bill_queries_per_poll: 8,
+    };
+    let slot = AccountSlot::new("main");
+    let mut state = PollState::new(Checkpoint::default(), &Default::default(), &settings, &[2]);
+    let headers = http::HeaderMap::new();
+    let sample = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/account_sample.json")).unwrap();
+    let account = read_account_answer(200, &headers, &sample).unwrap();
+    state.take_account(2, account.value, now_ms());
+    state.start_bill_scan(COUNTED_AT_MS);
+    let bills = read_bill_answer(200, &headers, BILLS.as_bytes()).unwrap();
+    assert!(bills.problems.is_empty(), "{:?}", bills.problems);
+    assert_eq!(state.take_bills(&bills.value).new_bills, 5);
+    slot.publish(state.snapshot(true));
+    let exporter = ExporterMetrics::new();
+    exporter.add_account("main");
+    let page = Metrics::new(vec![slot], &exporter, Duration::from_secs(300)).render();
+    insta::assert_snapshot!(stable(&String::from_utf8(page).unwrap()));
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// Each family's metadata lines and each distinct sample name with its label names, in the
+/// order served.
+fn families(page: &str) -> String {
+    let mut seen = BTreeSet::new();
+    let mut lines = Vec::new();
+    for line in page.lines().filter(|line| !line.contains("process_")) {
+        let described = if line.starts_with('#') {
+            revision_hidden(line)
+        } else {
+            let series = line.rsplit_once(' ').map_or(line, |(series, _)| series);
+            let (name, labels) = series.split_once('{').unwrap_or((series, ""));
+            let names: Vec<&str> =
+                labels.split("\",").filter_map(|pair| pair.split_once('=')).map(|(k, _)| k).collect();
+            format!("{name}{{{}}}", names.join(","))
+        };
+        if seen.insert(described.clone()) {
+            lines.push(described);
+        }
+    }
+    samples_sorted(lines)
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn demo_families() {
+    let mut command = common::Exporter::command(&["--demo", "--demo.accounts", "1", "--demo.seed", "7"]);
+    command.env("CAPI_POLL_INTERVAL", "200ms");
+    let exporter = common::Exporter::spawn(command);
+    // Once the demo has positions, bills and every kind of record to show.
+    let scrape = exporter
+        .wait_for("a position and bills", |s| {
+            ["capi_position_size", "capi_bill_balance", "capi_bill_fill_fee_total"]
+                .iter()
+                .all(|name| !s.series(name).is_empty())
+        })
+        .await;
+    insta::assert_snapshot!(families(&scrape.text));
+}
