@@ -7,13 +7,13 @@
 
 use capi_exporter::api::json::JsonObject;
 use capi_exporter::api::model::{decode_account_info, decode_bill_page, Bill, BillPage, BUSINESS_TYPES};
-use capi_exporter::metrics::exposition::SnapshotExposition;
-use capi_exporter::metrics::text::TextWriter;
-use capi_exporter::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics, Metrics};
-use capi_exporter::poller::counters::BillCounters;
+use capi_exporter::exposition::{Exposition, Format};
 use capi_exporter::poller::cursor::BillCursor;
 use capi_exporter::sim::scale::{populate, ScaleSpec};
 use capi_exporter::sim::{SimExchange, SimOptions};
+use capi_exporter::snapshot::counters::BillCounters;
+use capi_exporter::snapshot::stats::AccountStats;
+use capi_exporter::snapshot::{AccountSlot, AccountSnapshot};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};
@@ -74,7 +74,7 @@ fn count_page(cursor: &mut BillCursor, counters: &mut BillCounters, page: &BillP
     cursor.start_poll(NOW_MS);
     while cursor.next_query().is_some() {
         for bill in cursor.accept(page).new_bills {
-            counters.count(&bill);
+            let _ = counters.count(&bill);
         }
     }
 }
@@ -115,7 +115,7 @@ fn counters() -> BillCounters {
     for (coin_index, coin) in COIN_NAMES.iter().enumerate() {
         for (i, kind) in BUSINESS_TYPES.iter().take(TYPES_PER_COIN).enumerate() {
             let amount = Decimal::new(if i % 2 == 0 { 1250 } else { -1250 }, 2);
-            counters.count(&Bill {
+            let _ = counters.count(&Bill {
                 id: format!("{coin_index}{i}"),
                 coin: (*coin).to_owned(),
                 symbol: "cmt_btcusdt".to_owned(),
@@ -130,22 +130,19 @@ fn counters() -> BillCounters {
     counters
 }
 
-/// `/metrics` of `accounts` accounts, each published as its poller would after a good poll.
-fn metrics_for(accounts: u32) -> Metrics {
-    let (slots, exporter) = slots_for(accounts);
-    Metrics::new(slots, &exporter, Duration::from_secs(3600))
-}
-
-/// The accounts' slots, each with a published snapshot, and the exporter's own metrics for them.
-fn slots_for(accounts: u32) -> (Vec<Arc<AccountSlot>>, ExporterMetrics) {
+/// The accounts' slots, each with a snapshot published as its poller would after a good poll.
+fn slots_for(accounts: u32) -> Vec<Arc<AccountSlot>> {
     let exchange = SimExchange::new(SimOptions::default());
     let spec = ScaleSpec { accounts, coin_ids: COINS.to_vec(), positions: 5, seed: 1 };
-    let exporter = ExporterMetrics::new();
     let counters = Arc::new(counters());
-    let slots = populate(&exchange, &spec)
+    let mut stats = AccountStats::new(Duration::from_secs(15));
+    for endpoint in [capi_exporter::api::Endpoint::Account, capi_exporter::api::Endpoint::Bills] {
+        stats.request::<()>(endpoint, &Ok(()), Duration::from_millis(40));
+    }
+    let stats = Arc::new(stats);
+    populate(&exchange, &spec)
         .into_iter()
         .map(|account| {
-            exporter.add_account(&account.name);
             let coins = COINS.map(|coin| {
                 let body = serde_json::to_vec(&exchange.account_json(&account.credentials.api_key, coin)).unwrap();
                 (coin, Arc::new(decode_account_info(&JsonObject::parse(&body).unwrap(), &mut Vec::new())))
@@ -157,53 +154,41 @@ fn slots_for(accounts: u32) -> (Vec<Arc<AccountSlot>>, ExporterMetrics) {
                 counters: counters.clone(),
                 settled_through_ms: NOW_MS,
                 up: true,
+                stats: stats.clone(),
             });
             slot
         })
-        .collect();
-    (slots, exporter)
+        .collect()
 }
 
-fn series(text: &[u8]) -> u64 {
+fn series(pieces: &[axum::body::Bytes]) -> u64 {
+    let text = pieces.concat();
     text.split(|&b| b == b'\n').filter(|line| !line.is_empty() && !line.starts_with(b"#")).count() as u64
 }
 
-/// Rendering as the server does under scrape load, into the previous rendering's buffer; and,
-/// for the largest, into a fresh buffer, as after an idle second (the page faults of a 30 MB
-/// buffer are part of that cost).
+/// A scrape's page when every account published since the last scrape (each account's lines
+/// are rendered), and when none did (the kept lines are sent as they are).
 fn render(c: &mut Criterion) {
-    // As the exporter's main does: large buffers in their own mappings, back to the system when
-    // freed, so that a fresh buffer costs its page faults here as it does in the server.
-    capi_exporter::metrics::keep_large_buffers_out_of_the_heap();
     let mut group = c.benchmark_group("render");
     group.sample_size(20);
     // About 1k, 10k and 250k series: the cost per series should stay flat.
     for accounts in [4, 40, 1000] {
-        let metrics = metrics_for(accounts);
-        let series = series(&metrics.render());
+        let slots = slots_for(accounts);
+        let exposition = Exposition::new(slots.clone(), Duration::from_secs(3600));
+        let series = series(&exposition.page(Format::Text));
         group.throughput(Throughput::Elements(series));
-        group.bench_with_input(BenchmarkId::new("reused_buffer", series), &metrics, |b, metrics| {
-            b.iter(|| metrics.recycle(metrics.render()))
+        group.bench_with_input(BenchmarkId::new("every_account_published", series), &exposition, |b, exposition| {
+            b.iter(|| {
+                for slot in &slots {
+                    slot.publish((*slot.latest().unwrap()).clone());
+                }
+                exposition.page(Format::Text)
+            })
         });
-        if accounts == 1000 {
-            group.bench_with_input(BenchmarkId::new("fresh_buffer", series), &metrics, |b, metrics| {
-                b.iter(|| metrics.render())
-            });
-        }
+        group.bench_with_input(BenchmarkId::new("none_published", series), &exposition, |b, exposition| {
+            b.iter(|| exposition.page(Format::Text))
+        });
     }
-    // The accounts' snapshots alone, without the exporter's own metrics.
-    let exposition = SnapshotExposition::new(slots_for(1000).0, Duration::from_secs(3600));
-    let mut writer = TextWriter::reusing(Vec::new(), 0);
-    exposition.write(&mut writer);
-    let mut buffer = writer.into_bytes();
-    group.throughput(Throughput::Elements(series(&buffer)));
-    group.bench_function(BenchmarkId::new("snapshots_only", series(&buffer)), |b| {
-        b.iter(|| {
-            let mut writer = TextWriter::reusing(std::mem::take(&mut buffer), 0);
-            exposition.write(&mut writer);
-            buffer = writer.into_bytes();
-        })
-    });
     group.finish();
 }
 

@@ -4,7 +4,8 @@
 Starts the exporter in demo mode (``--demo --demo.accounts N --poll.interval 1s``) on a free
 loopback port, waits until it serves, then for ``--warmup`` plus ``--seconds`` runs ``--threads``
 scrapers, each
-scraping ``/metrics`` in a loop on its own keep-alive connection (every other request with
+scraping ``/metrics`` in a loop on its own keep-alive connection, asking for OpenMetrics as
+Prometheus does (every other request with
 ``Accept-Encoding: gzip``; every request has a timeout), while the exporter's RSS is read from
 ``/proc/<pid>/status`` every second. Then it stops the exporter with SIGTERM (by its PID).
 
@@ -45,6 +46,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MIB = 1024 * 1024
+
+OPENMETRICS = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3"
 
 
 def parse_args():
@@ -128,7 +131,10 @@ def scraper(index, port, args, deadline, results, budget):
             results.requests += 1
         want_gzip = (index + n) % 2 == 0
         n += 1
-        headers = {"Accept-Encoding": "gzip"} if want_gzip else {}
+        # OpenMetrics, as Prometheus asks for it: its '# EOF' shows that a body is whole.
+        headers = {"Accept": OPENMETRICS}
+        if want_gzip:
+            headers["Accept-Encoding"] = "gzip"
         start = time.monotonic()
         try:
             if conn is None:

@@ -1,15 +1,16 @@
-//! Wires everything together: accounts (or the demo exchange), pollers, metrics and the server.
+//! Wires everything together: accounts (or the demo exchange), pollers, exposition and server.
 
 use crate::api::{ApiError, Client, ClientSettings, Clock, Credentials, Secret};
 use crate::config::shard::Shard;
 use crate::config::{AccountConfig, Accounts, Config};
-use crate::metrics::{AccountSlot, ExporterMetrics, Metrics};
+use crate::exposition::Exposition;
 use crate::poller::budget::{self, AccountBudget, WeightWindow};
 use crate::poller::state::{Opened, StateError, StateStore};
 use crate::poller::supervisor::Supervisor;
 use crate::poller::{start_delay, PollSettings, PolledAccount, PollerSetup};
 use crate::server::{app, AppState};
 use crate::sim::{SimExchange, SimOptions};
+use crate::snapshot::AccountSlot;
 use crate::web;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -56,9 +57,8 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let store = config.state_file.as_deref().map(open_state).transpose()?.map(Arc::new);
     let settings = poll_settings(&config, &accounts);
     let max_age = config.data_max_age.unwrap_or_else(|| (settings.interval * 5).max(Duration::from_secs(60)));
-    let exporter_metrics = ExporterMetrics::new();
     let slots: Vec<Arc<AccountSlot>> = accounts.iter().map(|a| AccountSlot::new(a.name.clone())).collect();
-    let metrics = Arc::new(Metrics::new(slots.clone(), &exporter_metrics, max_age));
+    let exposition = Arc::new(Exposition::new(slots.clone(), max_age));
     // Pollers are set up (and restored counters published) before anyone can scrape.
     let clock = Arc::new(Clock::default());
     let ip_budget = Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget)));
@@ -67,7 +67,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         .into_iter()
         .zip(&slots)
         .map(|(account, slot)| {
-            exporter_metrics.add_account(&account.name);
             let polled = PolledAccount {
                 client: Client::new(http.clone(), client_settings.clone(), account.credentials, clock.clone())?,
                 coin_ids: account.coin_ids,
@@ -77,7 +76,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
                 account: polled,
                 settings: settings.clone(),
                 slot: slot.clone(),
-                metrics: exporter_metrics.clone(),
                 store: store.clone(),
             }))
         })
@@ -103,7 +101,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let (stop, stopped) = watch::channel(false);
     let polling = spawn_pollers(pollers, settings.interval, stopped).map_err(RunError::Serve)?;
 
-    let state = AppState { metrics, slots: slots.into(), telemetry_path: config.telemetry_path.clone() };
+    let state = AppState { exposition, slots: slots.into(), telemetry_path: config.telemetry_path.clone() };
     let served = web::serve(listener, app(state), config.web.clone(), shutdown).await;
     let _ = stop.send(true);
     let _ = polling.await;

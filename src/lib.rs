@@ -12,9 +12,10 @@
 pub mod api;
 pub mod app;
 pub mod config;
+pub mod exposition;
 pub mod logging;
-pub mod metrics;
 pub mod poller;
 pub mod server;
 pub mod sim;
+pub mod snapshot;
 pub mod web;

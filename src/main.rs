@@ -5,8 +5,6 @@ use capi_exporter::config::{Cli, Config};
 use clap::Parser as _;
 
 fn main() {
-    // Before the runtime starts any thread.
-    capi_exporter::metrics::keep_large_buffers_out_of_the_heap();
     let cli = Cli::parse();
     capi_exporter::logging::init(cli.log_level, cli.log_format);
     let result = tokio::runtime::Builder::new_multi_thread()

@@ -158,13 +158,13 @@ async fn stale_figures_are_withdrawn_and_come_back_with_the_exchange() {
     exporter.wait_up().await;
     exchange.stop().await;
     let stale = exporter
-        .wait_for("the figures withdrawn", |s| {
+        .wait_for("the figures withdrawn and the account down", |s| {
             s.value("capi_collateral_amount", &[]).is_none()
                 && s.value("capi_data_age_seconds", &[("coin_id", "2")]).is_some_and(|age| age > 2.0)
+                && s.value("capi_up", &[]) == Some(0.0)
         })
         .await;
     assert!(stale.series("capi_position_size").is_empty() && stale.series("capi_account_info").is_empty());
-    assert_eq!(stale.value("capi_up", &[]), Some(0.0));
     exchange.restart().await;
     let fresh = exporter.wait_for("the figures back", |s| s.value("capi_collateral_amount", &[]).is_some()).await;
     assert!(fresh.value("capi_data_age_seconds", &[("coin_id", "2")]).is_some_and(|age| age < 2.0));

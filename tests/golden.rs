@@ -2,18 +2,22 @@
 //! family's name, type, help, unit and labels. These golden files pin it, so that any change to
 //! it shows as a reviewed diff (`cargo insta review`, or `INSTA_UPDATE=always cargo test --test
 //! golden` and `git diff`):
-//! - `fixed_answers`: the whole page, values included, for the documented account sample and a
-//!   page of bills, decoded and counted as the poller does;
+//! - `fixed_answers_text` and `fixed_answers_openmetrics`: the whole page in each format, values
+//!   included, for the documented account sample and a page of bills, decoded and counted as the
+//!   poller does;
 //! - `demo_families`: every family and label set a seeded demo serves, values left out (the
 //!   demo's activity runs on the clock).
 
 mod common;
 
 use capi_exporter::api::client::{read_account_answer, read_bill_answer};
-use capi_exporter::metrics::{AccountSlot, ExporterMetrics, Metrics};
+use capi_exporter::exposition::{Exposition, Format};
 use capi_exporter::poller::poll_state::PollState;
 use capi_exporter::poller::{Checkpoint, PollSettings};
+use capi_exporter::snapshot::stats::AccountStats;
+use capi_exporter::snapshot::AccountSlot;
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// When the bills of the fixed page were counted, by the exchange's clock (2030-03-17).
@@ -74,8 +78,8 @@ fn revision_hidden(line: &str) -> String {
     }
 }
 
-#[test]
-fn fixed_answers() {
+/// The exposition of one account that polled the documented account sample and a page of bills.
+fn fixed_answers() -> Exposition {
     let settings = PollSettings {
         interval: Duration::from_secs(15),
         overlap: Duration::from_secs(60),
@@ -92,10 +96,19 @@ fn fixed_answers() {
     let bills = read_bill_answer(200, &headers, BILLS.as_bytes()).unwrap();
     assert!(bills.problems.is_empty(), "{:?}", bills.problems);
     assert_eq!(state.take_bills(&bills.value).new_bills, 5);
-    slot.publish(state.snapshot(true));
-    let exporter = ExporterMetrics::new();
-    exporter.add_account("main");
-    let page = Metrics::new(vec![slot], &exporter, Duration::from_secs(300)).render();
+    slot.publish(state.snapshot(true, Arc::new(AccountStats::new(settings.interval))));
+    Exposition::new(vec![slot], Duration::from_secs(300))
+}
+
+#[test]
+fn fixed_answers_text() {
+    let page = fixed_answers().page(Format::Text).concat();
+    insta::assert_snapshot!(stable(&String::from_utf8(page).unwrap()));
+}
+
+#[test]
+fn fixed_answers_openmetrics() {
+    let page = fixed_answers().page(Format::OpenMetrics).concat();
     insta::assert_snapshot!(stable(&String::from_utf8(page).unwrap()));
 }
 

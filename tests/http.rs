@@ -2,21 +2,33 @@
 
 use axum::body::{to_bytes, Body};
 use axum::http::{Request, StatusCode};
-use capi_exporter::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics, Metrics, CONTENT_TYPE};
+use capi_exporter::exposition::format::{OPENMETRICS, TEXT};
+use capi_exporter::exposition::Exposition;
 use capi_exporter::server::{app, AppState};
+use capi_exporter::snapshot::stats::AccountStats;
+use capi_exporter::snapshot::{AccountSlot, AccountSnapshot};
 use std::sync::Arc;
+use std::time::Duration;
 use tower::ServiceExt as _;
 
+/// The router for one account, as the exporter starts it: the account published, not yet up.
 fn state(path: &str) -> (AppState, Arc<AccountSlot>) {
     let slot = AccountSlot::new("main");
-    let exporter = ExporterMetrics::new();
-    exporter.add_account("main");
-    let metrics = Arc::new(Metrics::new(vec![slot.clone()], &exporter, std::time::Duration::from_secs(60)));
-    (AppState { metrics, slots: vec![slot.clone()].into(), telemetry_path: path.into() }, slot)
+    slot.publish(AccountSnapshot { stats: Arc::new(AccountStats::new(Duration::from_secs(15))), ..Default::default() });
+    let exposition = Arc::new(Exposition::new(vec![slot.clone()], Duration::from_secs(60)));
+    (AppState { exposition, slots: vec![slot.clone()].into(), telemetry_path: path.into() }, slot)
 }
 
 async fn get(state: &AppState, path: &str) -> (StatusCode, String, String) {
-    let request = Request::get(path).body(Body::empty()).unwrap();
+    get_accepting(state, path, None).await
+}
+
+async fn get_accepting(state: &AppState, path: &str, accept: Option<&str>) -> (StatusCode, String, String) {
+    let mut request = Request::get(path);
+    if let Some(accept) = accept {
+        request = request.header("accept", accept);
+    }
+    let request = request.body(Body::empty()).unwrap();
     let response = app(state.clone()).oneshot(request).await.unwrap();
     let status = response.status();
     let content_type =
@@ -26,12 +38,16 @@ async fn get(state: &AppState, path: &str) -> (StatusCode, String, String) {
 }
 
 #[tokio::test]
-async fn metrics_are_openmetrics_text_on_the_configured_path() {
+async fn metrics_are_classic_text_on_the_configured_path_and_openmetrics_to_who_prefers_it() {
     let (state, _) = state("/custom");
+    let prometheus = "application/openmetrics-text;version=1.0.0;q=0.5,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+    let (status, content_type, openmetrics) = get_accepting(&state, "/custom", Some(prometheus)).await;
+    assert_eq!((status, content_type.as_str()), (StatusCode::OK, OPENMETRICS));
+    assert!(openmetrics.ends_with("# EOF\n") && openmetrics.contains("# TYPE capi_api_requests counter\n"));
     let (status, content_type, body) = get(&state, "/custom").await;
     assert_eq!(status, StatusCode::OK);
-    assert_eq!(content_type, CONTENT_TYPE);
-    assert!(body.ends_with("# EOF\n"));
+    assert_eq!(content_type, TEXT);
+    assert!(!body.contains("# EOF") && body.contains("# TYPE capi_api_requests_total counter\n"), "{body}");
     assert!(body.contains("capi_up{account=\"main\"} 0"), "{body}");
     assert!(
         body.contains("capi_api_requests_total{account=\"main\",endpoint=\"bills\",outcome=\"timeout\"} 0"),
@@ -81,7 +97,7 @@ async fn metrics_are_gzipped_for_scrapers_that_accept_it() {
     let mut text = String::new();
     flate2::read::GzDecoder::new(&compressed[..]).read_to_string(&mut text).unwrap();
     let (_, _, plain) = get(&state, "/metrics").await;
-    assert!(text.ends_with("# EOF\n") && text.contains("capi_up{account=\"main\"} 0"), "{text}");
+    assert!(text.contains("capi_up{account=\"main\"} 0"), "{text}");
     assert_eq!(
         text.lines().filter(|l| !l.starts_with("process_")).count(),
         plain.lines().filter(|l| !l.starts_with("process_")).count()

@@ -89,12 +89,12 @@ async fn clock_skew_and_basic_auth_paths_show_no_secret_either() {
     let deadline = std::time::Instant::now() + common::DEADLINE;
     let text = loop {
         let body = scrape(password).await.text().await.unwrap();
-        if body.contains("capi_clock_offset_seconds 4") || std::time::Instant::now() > deadline {
+        if body.contains("capi_clock_offset_seconds{account=\"default\"} 4") || std::time::Instant::now() > deadline {
             break body;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(text.contains("capi_clock_offset_seconds 4"), "the skew was not corrected:\n{text}");
+    assert!(text.contains("capi_clock_offset_seconds{account=\"default\"} 4"), "the skew was not corrected:\n{text}");
     let log = exporter.log();
     assert!(log.contains("40008"), "the rejected timestamp is logged:\n{log}");
     for hidden in [password, "not-the-password-0815", hash.as_str()] {

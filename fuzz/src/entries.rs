@@ -9,11 +9,12 @@ use capi_exporter::api::client::{read_account_answer, read_bill_answer};
 use capi_exporter::api::json::JsonObject;
 use capi_exporter::api::model::{decode_account_info, decode_bill_page, Bill, BillPage};
 use capi_exporter::config::parse_accounts;
-use capi_exporter::metrics::{AccountSlot, AccountSnapshot, ExporterMetrics, Metrics};
+use capi_exporter::exposition::{Exposition, Format};
 use capi_exporter::poller::cursor::BillCursor;
 use capi_exporter::poller::poll_state::PollState;
 use capi_exporter::poller::state::StateStore;
 use capi_exporter::poller::{Checkpoint, PollSettings};
+use capi_exporter::snapshot::{AccountSlot, AccountSnapshot};
 use capi_exporter::web::WebConfig;
 use serde_json::Value;
 use std::collections::{BTreeSet, HashSet};
@@ -166,7 +167,7 @@ pub fn poll(data: &[u8]) {
     let in_counters: u64 = checkpoint.counters.bills.values().sum();
     assert_eq!(in_counters, counted, "the counters hold another number of bills than were counted");
     let slot = AccountSlot::new("fuzz");
-    slot.publish(state.snapshot(up));
+    slot.publish(state.snapshot(up, Default::default()));
     let samples = check_exposition(&render(vec![slot]));
     let shown: f64 = samples.iter().filter(|(series, _)| series.starts_with("capi_bills_total{")).map(|(_, v)| v).sum();
     assert_eq!(shown, in_counters as f64, "the exposition shows another number of bills than were counted");
@@ -391,7 +392,7 @@ fn collect_strings(json: &Value, into: &mut Vec<String>, skip: &[&str]) {
 
 /// The exposition of these accounts, showing figures up to an hour old.
 fn render(slots: Vec<Arc<AccountSlot>>) -> String {
-    let text = Metrics::new(slots, &ExporterMetrics::new(), Duration::from_secs(3600)).render();
+    let text = Exposition::new(slots, Duration::from_secs(3600)).page(Format::OpenMetrics).concat();
     String::from_utf8(text).expect("the exposition is written from UTF-8 text only")
 }
 

@@ -22,11 +22,12 @@
 
 use crate::api::model::{Bill, BillPage, BUSINESS_TYPES};
 use crate::api::BillQuery;
+use crate::snapshot::counters::Loss;
 use crowded::Crowded;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-pub use crowded::{Loss, Shortfall};
+pub use crowded::Shortfall;
 pub use known::KnownValues;
 
 mod crowded;

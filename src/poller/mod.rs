@@ -5,7 +5,6 @@
 
 pub mod backoff;
 pub mod budget;
-pub mod counters;
 pub mod cursor;
 pub mod poll_state;
 pub mod retry;
@@ -14,11 +13,13 @@ pub mod supervisor;
 
 use crate::api::clock::local_now_ms;
 use crate::api::{Answer, ApiError, Client, Endpoint};
-use crate::metrics::{AccountSlot, ExporterMetrics};
+use crate::snapshot::counters::BillCounters;
+use crate::snapshot::counters::Loss;
+use crate::snapshot::stats::AccountStats;
+use crate::snapshot::AccountSlot;
 use backoff::{Backoff, Pace};
 use budget::AccountBudget;
-use counters::BillCounters;
-use cursor::{CursorState, Loss, Shortfall};
+use cursor::{CursorState, Shortfall};
 use poll_state::{Counted, PollState};
 use retry::{retry_after, Jitter};
 use state::StateStore;
@@ -58,7 +59,6 @@ pub struct PollerSetup {
     pub account: PolledAccount,
     pub settings: PollSettings,
     pub slot: Arc<AccountSlot>,
-    pub metrics: ExporterMetrics,
     pub store: Option<Arc<StateStore>>,
 }
 
@@ -109,8 +109,10 @@ pub struct AccountPoller {
     account: PolledAccount,
     settings: PollSettings,
     slot: Arc<AccountSlot>,
-    metrics: ExporterMetrics,
     store: Option<Arc<StateStore>>,
+    /// What this poller and the ones before it did, published with every snapshot; recorded
+    /// by each request, so shared by them.
+    stats: Mutex<AccountStats>,
     /// Where the end of each poll is recorded, for a poller that takes over after this one.
     checkpoint: Arc<Mutex<Checkpoint>>,
     state: PollState,
@@ -125,17 +127,19 @@ pub struct AccountPoller {
 impl AccountPoller {
     /// A poller continuing from `checkpoint`, with the figures last published for the account.
     pub fn new(setup: PollerSetup, checkpoint: Arc<Mutex<Checkpoint>>) -> Self {
-        let PollerSetup { account, settings, slot, metrics, store } = setup;
+        let PollerSetup { account, settings, slot, store } = setup;
         let resumed = lock(&checkpoint).clone();
-        let state = PollState::new(resumed, &slot.latest().unwrap_or_default(), &settings, &account.coin_ids);
+        let published = slot.latest().unwrap_or_default();
+        let state = PollState::new(resumed, &published, &settings, &account.coin_ids);
+        let stats = Mutex::new((*published.stats).clone());
         let name_hash = slot.name().bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
         let jitter = Jitter::new(local_now_ms() as u64 ^ name_hash);
         Self {
             account,
             settings,
             slot,
-            metrics,
             store,
+            stats,
             checkpoint,
             state,
             backoff: Backoff::default(),
@@ -156,23 +160,23 @@ impl AccountPoller {
                 _ = shutdown.wait_for(|stop| *stop) => return,
             }
             let started = Instant::now();
-            let pace = tokio::select! {
-                pace = self.poll_once() => pace,
+            let (pace, healthy) = tokio::select! {
+                polled = self.poll_once() => polled,
                 _ = shutdown.wait_for(|stop| *stop) => return,
             };
             let wait = self.backoff.next_wait(pace, self.settings.interval, self.jitter.next());
-            self.metrics.poll_backoff(self.slot.name(), wait.saturating_sub(self.settings.interval));
             if wait > self.settings.interval {
                 debug!(account = self.slot.name(), wait_seconds = wait.as_secs_f64(), "slowing down the next poll");
             }
+            self.publish(healthy, wait.saturating_sub(self.settings.interval));
             // From when the poll was due, not when it began: a group stays together.
             next = (next + wait).max(started);
         }
     }
 
-    /// One poll: the account query for every coin, then the new bills; then save and publish.
-    /// Returns how the next poll should be paced.
-    pub async fn poll_once(&mut self) -> Pace {
+    /// One poll: the account query for every coin, then the new bills; then save. Returns how
+    /// the next poll should be paced, and whether every request succeeded.
+    async fn poll_once(&mut self) -> (Pace, bool) {
         let mut pace = Pace::Normal;
         let mut healthy = true;
         for coin in self.account.coin_ids.clone() {
@@ -205,9 +209,23 @@ impl AccountPoller {
         let checkpoint = self.state.checkpoint();
         self.save_state(&checkpoint).await;
         *lock(&self.checkpoint) = checkpoint;
-        self.metrics.clock_offset(self.account.client.clock().offset_ms());
-        self.slot.publish(self.state.snapshot(healthy));
-        pace
+        (pace, healthy)
+    }
+
+    /// Publishes the poll's figures and stats, with the wait before the next poll beyond the
+    /// interval.
+    fn publish(&self, healthy: bool, backoff: Duration) {
+        let stats = {
+            let mut stats = self.stats();
+            stats.poll_backoff = backoff;
+            stats.clock_offset_ms = self.account.client.clock().offset_ms();
+            Arc::new(stats.clone())
+        };
+        self.slot.publish(self.state.snapshot(healthy, stats));
+    }
+
+    fn stats(&self) -> std::sync::MutexGuard<'_, AccountStats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes the bill queries of this poll, at most the per-poll limit.
@@ -221,7 +239,7 @@ impl AccountPoller {
             self.report(&counted);
         }
         if self.state.bill_scan_in_progress() {
-            self.metrics.scan_deferred(self.slot.name());
+            self.stats().scans_deferred += 1;
             debug!(account = self.slot.name(), "bill scan stopped before its end; it resumes at the next poll");
         }
         Ok(())
@@ -230,12 +248,12 @@ impl AccountPoller {
     /// Logs and counts what a bill answer left out or left unproven.
     fn report(&self, counted: &Counted) {
         if !counted.miscounted.is_empty() {
-            self.metrics.decode_problems(self.slot.name(), Endpoint::Bills, &counted.miscounted);
+            self.stats().decode_problems(Endpoint::Bills, &counted.miscounted);
             warn!(account = self.slot.name(), problems = ?counted.miscounted,
                 "bills were counted, but not all of their values as they are: see each problem's detail");
         }
         if !counted.unmatched.is_empty() {
-            self.metrics.decode_problems(self.slot.name(), Endpoint::Bills, &counted.unmatched);
+            self.stats().decode_problems(Endpoint::Bills, &counted.unmatched);
             warn!(account = self.slot.name(), problems = ?counted.unmatched,
                 "the exchange answered a bill query with bills that do not match it; they were ignored");
         }
@@ -256,7 +274,7 @@ impl AccountPoller {
             self.account.budget.acquire(endpoint).await;
             let started = std::time::Instant::now();
             let result = send().await;
-            self.metrics.request(self.slot.name(), endpoint, &result, started.elapsed());
+            self.stats().request(endpoint, &result, started.elapsed());
             let error = match result {
                 Ok(answer) => return Ok(self.keep_problems(endpoint, answer)),
                 Err(error) => error,
@@ -270,7 +288,7 @@ impl AccountPoller {
 
     fn keep_problems<T>(&self, endpoint: Endpoint, answer: Answer<T>) -> T {
         if !answer.problems.is_empty() {
-            self.metrics.decode_problems(self.slot.name(), endpoint, &answer.problems);
+            self.stats().decode_problems(endpoint, &answer.problems);
             warn!(account = self.slot.name(), endpoint = endpoint.as_str(), problems = ?answer.problems,
                 "some fields of the answer could not be read; the rest was kept");
         }
@@ -293,7 +311,7 @@ impl AccountPoller {
     async fn save_state(&self, checkpoint: &Checkpoint) {
         let (Some(store), Some(cursor)) = (&self.store, &checkpoint.cursor) else { return };
         if let Err(e) = store.save(self.slot.name(), cursor, &checkpoint.counters).await {
-            self.metrics.state_error(self.slot.name());
+            self.stats().state_file_errors += 1;
             error!(account = self.slot.name(), error = %e, "cannot save the state file; a restart now would resume from the previous save and count the newer bills again from there");
         }
     }

@@ -2,14 +2,15 @@
 //! the account query. Changed only by answers, free of I/O, so a poll can be driven by anything:
 //! the poller by the exchange, the fuzz target by arbitrary bytes.
 
-use super::counters::BillCounters;
 use super::cursor::{BillCursor, CursorState, Shortfall};
 use super::{Checkpoint, PollSettings};
 use crate::api::client::MAX_PAGE;
 use crate::api::fields::DecodeProblem;
 use crate::api::model::{coin_name, AccountInfo, BillPage};
 use crate::api::BillQuery;
-use crate::metrics::AccountSnapshot;
+use crate::snapshot::counters::BillCounters;
+use crate::snapshot::stats::AccountStats;
+use crate::snapshot::AccountSnapshot;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -115,13 +116,14 @@ impl PollState {
         Checkpoint { cursor: self.cursor.as_ref().map(|c| c.state().clone()), counters: self.counters.clone() }
     }
 
-    pub fn snapshot(&self, up: bool) -> AccountSnapshot {
+    pub fn snapshot(&self, up: bool, stats: Arc<AccountStats>) -> AccountSnapshot {
         AccountSnapshot {
             coins: self.coins.clone(),
             fetched_at_ms: self.fetched_at_ms.clone(),
             counters: self.counters.clone(),
             settled_through_ms: self.cursor.as_ref().map_or(0, |c| c.state().settled_through),
             up,
+            stats,
         }
     }
 

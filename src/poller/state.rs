@@ -9,8 +9,8 @@
 //! lost. Pollers that finish while a write is running are saved together by the next write
 //! (group commit), so many accounts do not mean many writes.
 
-use super::counters::{BillCounters, Direction, LatestBalance, MAX_BUSINESS_TYPES, MAX_COINS};
-use super::cursor::{known, CursorState, KnownValues, Loss};
+use super::cursor::{known, CursorState, KnownValues};
+use crate::snapshot::counters::{BillCounters, Direction, FlowKey, LatestBalance, Loss, MAX_BUSINESS_TYPES, MAX_COINS};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -324,7 +324,7 @@ impl SavedAccount {
     }
 
     fn new(cursor: &CursorState, counters: &BillCounters) -> Self {
-        let flows = |sums: &BTreeMap<super::counters::FlowKey, Decimal>| {
+        let flows = |sums: &BTreeMap<FlowKey, Decimal>| {
             sums.iter()
                 .map(|((coin, business_type, direction), sum)| SavedFlow {
                     coin: coin.clone(),

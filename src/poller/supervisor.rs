@@ -7,7 +7,8 @@
 //! poll cut short by the panic is done again: nothing is lost or counted twice.
 
 use super::{AccountPoller, Checkpoint, PollerSetup};
-use crate::metrics::AccountSnapshot;
+use crate::snapshot::stats::AccountStats;
+use crate::snapshot::AccountSnapshot;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -33,9 +34,9 @@ impl Supervisor {
         setup.slot.publish(AccountSnapshot {
             counters: checkpoint.counters.clone(),
             settled_through_ms: checkpoint.settled_through_ms(),
+            stats: Arc::new(AccountStats::new(setup.settings.interval)),
             ..AccountSnapshot::default()
         });
-        setup.metrics.poll_interval(setup.slot.name(), setup.settings.interval);
         Self { setup, checkpoint: Arc::new(Mutex::new(checkpoint)) }
     }
 
@@ -55,16 +56,18 @@ impl Supervisor {
             delay = FIRST_PAUSE.saturating_mul(1 << deaths_in_a_row.saturating_sub(1).min(6)).min(MAX_PAUSE);
             error!(account, error = %reason(death), restart_in_seconds = delay.as_secs_f64(),
                 "the account's poller stopped unexpectedly; it restarts from its last complete poll (capi_poller_restarts_total)");
-            self.setup.metrics.poller_restart(&account);
             self.show_down();
             info!(account, "restarting the account's poller");
         }
     }
 
-    /// Republishes the last snapshot with the account down, until a new poller's poll succeeds.
+    /// Republishes the last snapshot with the account down and the restart counted, until a
+    /// new poller's poll succeeds.
     fn show_down(&self) {
         let last = self.setup.slot.latest().unwrap_or_default();
-        self.setup.slot.publish(AccountSnapshot { up: false, ..(*last).clone() });
+        let mut stats = (*last.stats).clone();
+        stats.poller_restarts = stats.poller_restarts.saturating_add(1);
+        self.setup.slot.publish(AccountSnapshot { up: false, stats: Arc::new(stats), ..(*last).clone() });
     }
 }
 

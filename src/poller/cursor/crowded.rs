@@ -12,29 +12,8 @@
 
 use super::Filter;
 use crate::api::model::{Bill, BillPage};
-use serde::{Deserialize, Serialize};
+use crate::snapshot::counters::Loss;
 use std::collections::{BTreeSet, HashMap};
-
-/// How sure it is that bills of a crowded millisecond were missed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Loss {
-    /// The split rested on coins or symbols the API cannot list.
-    Possible,
-    /// Fewer bills were found than a full answer proved to exist.
-    Certain,
-}
-
-impl Loss {
-    pub const ALL: [Loss; 2] = [Loss::Certain, Loss::Possible];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Loss::Possible => "possible",
-            Loss::Certain => "certain",
-        }
-    }
-}
 
 /// A crowded millisecond whose count is not proven complete.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,6 +1,6 @@
-//! The bill counters: exact decimal sums of the bills the cursor found new.
+//! The bill counters: exact decimal sums of the bills the cursor found new, and the crowded
+//! milliseconds whose count is not proven complete.
 
-use super::cursor::Loss;
 use crate::api::fields::DecodeProblem;
 use crate::api::model::Bill;
 use rust_decimal::Decimal;
@@ -29,6 +29,27 @@ impl Direction {
         match self {
             Direction::In => "in",
             Direction::Out => "out",
+        }
+    }
+}
+
+/// How sure it is that bills of a crowded millisecond were missed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Loss {
+    /// The split rested on coins or symbols the API cannot list.
+    Possible,
+    /// Fewer bills were found than a full answer proved to exist.
+    Certain,
+}
+
+impl Loss {
+    pub const ALL: [Loss; 2] = [Loss::Certain, Loss::Possible];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Loss::Possible => "possible",
+            Loss::Certain => "certain",
         }
     }
 }

@@ -1,7 +1,8 @@
 //! Immutable per-account snapshots, handed from the poller to the exposition.
 
+use super::counters::BillCounters;
+use super::stats::AccountStats;
 use crate::api::model::{Account, AccountInfo};
-use crate::poller::counters::BillCounters;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -20,6 +21,8 @@ pub struct AccountSnapshot {
     pub settled_through_ms: i64,
     /// Whether every request of the last poll succeeded.
     pub up: bool,
+    /// What the poller did, up to this snapshot.
+    pub stats: Arc<AccountStats>,
 }
 
 impl AccountSnapshot {

@@ -1,0 +1,410 @@
+//! One account's series, from its snapshot: the figures of the account query, the bill counters
+//! and what the poller did. Every account's lines list the same families in the same order, so
+//! that a page is written family by family over all accounts.
+//!
+//! Every numeric field of a record becomes one gauge named after it (the fields are listed with
+//! the models, see [`crate::api::fields::NumericField`]), so a field cannot be decoded and
+//! forgotten. Series exist only for records in the latest snapshot: a closed position's series
+//! disappear at the next poll.
+
+use super::format::{Family, Lines, RenderedLabels};
+use crate::api::fields::{NumericField, Unit};
+use crate::api::model::{Account, AccountInfo, ByContract};
+use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
+use crate::snapshot::counters::{FlowKey, Loss};
+use crate::snapshot::AccountSnapshot;
+use rust_decimal::Decimal;
+use std::sync::LazyLock;
+
+pub(super) const UP: Family = Family::gauge(
+    "capi_up",
+    "Whether every request of the account's last poll succeeded (1) or not (0). The exchange \
+     API is rate-limited, so the exporter polls it in the background every --poll.interval and \
+     scrapes read the last poll's figures; a scrape never calls the exchange",
+);
+pub(super) const DATA_AGE: Family = Family::gauge(
+    "capi_data_age_seconds",
+    "Time since the account's figures for this coin were last fetched; beyond --data.max-age they are withdrawn from /metrics",
+);
+
+/// One account's latest snapshot, and what counts as fresh in it.
+pub(super) struct View<'a> {
+    /// `{account="..."`, written once for all the account's series.
+    account: RenderedLabels,
+    snapshot: &'a AccountSnapshot,
+    oldest_ms: i64,
+}
+
+impl<'a> View<'a> {
+    /// Figures fetched before `oldest_ms` are withdrawn.
+    pub(super) fn new(name: &str, snapshot: &'a AccountSnapshot, oldest_ms: i64) -> Self {
+        Self { account: RenderedLabels::new(&[("account", name)]), snapshot, oldest_ms }
+    }
+
+    fn coins(&self) -> impl Iterator<Item = (u64, &'a AccountInfo)> {
+        self.snapshot.fresh_coins(self.oldest_ms)
+    }
+
+    fn account(&self) -> Option<&'a Account> {
+        self.snapshot.fresh_account(self.oldest_ms)
+    }
+
+    /// Writes every family of the account but the data age, which changes with the clock.
+    pub(super) fn write(&self, lines: &mut Lines) {
+        lines.family(UP, [(&self.account, f64::from(u8::from(self.snapshot.up)))]);
+        self.write_account(lines);
+        self.write_collateral(lines);
+        self.write_positions(lines);
+        self.write_bills(lines);
+        super::poller::write(&self.account, &self.snapshot.stats, lines);
+    }
+
+    /// How old each coin's figures are, whether or not they are still shown.
+    pub(super) fn write_data_age(&self, now_ms: i64, lines: &mut Lines) {
+        let ages = self.snapshot.fetched_at_ms.iter().map(|(coin, at)| {
+            let age = now_ms.saturating_sub(*at) as f64 / 1000.0;
+            ((&self.account, [("coin_id", coin.to_string())]), age)
+        });
+        lines.family(DATA_AGE, ages);
+    }
+
+    fn write_account(&self, lines: &mut Lines) {
+        let account = self.account();
+        let rows: Vec<(&RenderedLabels, &AccountFields)> = account.iter().map(|a| (&self.account, &a.fields)).collect();
+        write_record_fields(lines, &ACCOUNT_FIELDS, &rows);
+        let info = account.map(|a| {
+            let f = &a.fields;
+            let labels = [
+                ("account_id", text(&f.id)),
+                ("user_id", text(&f.user_id)),
+                ("client_account_id", text(&f.client_account_id)),
+                ("status", text(&f.status)),
+                ("extra_type", text(&f.extra_type)),
+                ("extra_data_json", text(&f.extra_data_json)),
+            ];
+            ((&self.account, labels), 1.0)
+        });
+        lines.family(Family::gauge("capi_account_info", "Text fields of the account record; value 1"), info);
+        let versions = self
+            .coins()
+            .filter_map(|(coin, info)| Some(((&self.account, [("coin_id", coin.to_string())]), info.version?)));
+        lines.family(Family::gauge("capi_account_version", "The account query's version value, per coin"), versions);
+        self.write_fee_settings(lines, account);
+        self.write_contract_settings(lines, account);
+    }
+
+    /// Per-contract fee settings as `capi_account_<group>{contract_id}` and the default setting,
+    /// when present, as `capi_account_default_<group>`.
+    fn write_fee_settings(&self, lines: &mut Lines, account: Option<&Account>) {
+        let per_contract = contract_rows(&self.account, account, |a| &a.fee_settings);
+        let defaults: Vec<(RenderedLabels, &FeeSetting)> = account
+            .and_then(|a| a.default_fee_setting.as_ref())
+            .map(|setting| (self.account.clone(), setting))
+            .into_iter()
+            .collect();
+        for group in FEE_GROUPS.iter() {
+            for (family, rows) in [(group.per_contract, &per_contract), (group.default, &defaults)] {
+                let samples = rows.iter().flat_map(|(labels, setting)| {
+                    group.members.iter().filter_map(move |(value, get)| {
+                        let extra = (!group.label.is_empty()).then_some([(group.label, *value)]);
+                        get(setting).map(|v| ((labels, extra), v))
+                    })
+                });
+                lines.family(family, samples);
+            }
+        }
+    }
+
+    /// Leverage settings as one metric with a `kind` label, and mode settings as an info gauge.
+    fn write_contract_settings(&self, lines: &mut Lines, account: Option<&Account>) {
+        let kinds: Vec<_> = LeverageSetting::NUMERIC_FIELDS
+            .iter()
+            .map(|f| ([("kind", f.name.trim_end_matches("_leverage"))], f.value))
+            .collect();
+        let rows = contract_rows(&self.account, account, |a| &a.leverage_settings);
+        let leverage = rows.iter().flat_map(|(labels, setting)| {
+            kinds.iter().filter_map(move |(kind, value)| value(setting).map(|v| ((labels, kind), v)))
+        });
+        lines.family(
+            Family::gauge("capi_account_leverage_setting", "Leverage setting per futures contract and kind"),
+            leverage,
+        );
+        let modes = account.into_iter().flat_map(|a| {
+            a.mode_settings.iter().map(|(contract, m)| {
+                let labels = [
+                    ("contract_id", contract.as_str()),
+                    ("margin_mode", text(&m.margin_mode)),
+                    ("separated_mode", text(&m.separated_mode)),
+                    ("position_mode", text(&m.position_mode)),
+                ];
+                ((&self.account, labels), 1.0)
+            })
+        });
+        lines.family(Family::gauge("capi_contract_mode_info", "Mode settings per futures contract; value 1"), modes);
+    }
+
+    fn write_collateral(&self, lines: &mut Lines) {
+        let rows = self.coins().flat_map(|(_, info)| info.collateral.iter()).map(|c| {
+            let labels = [
+                ("coin_id", text(&c.coin_id)),
+                ("margin_mode", text(&c.margin_mode)),
+                ("cross_contract_id", text(&c.cross_contract_id)),
+                ("isolated_position_id", text(&c.isolated_position_id)),
+            ];
+            (RenderedLabels::new(&(&self.account, labels)), c)
+        });
+        let rows = unique(rows);
+        write_record_fields(lines, &COLLATERAL_FIELDS, &rows.iter().map(|(l, c)| (l, *c)).collect::<Vec<_>>());
+    }
+
+    fn write_positions(&self, lines: &mut Lines) {
+        let rows = self.coins().flat_map(|(_, info)| info.positions.iter()).map(|p| {
+            let labels = [
+                ("coin_id", text(&p.coin_id)),
+                ("contract_id", text(&p.contract_id)),
+                ("side", text(&p.side)),
+                ("margin_mode", text(&p.margin_mode)),
+                ("position_id", text(&p.id)),
+            ];
+            (RenderedLabels::new(&(&self.account, labels)), p)
+        });
+        let rows = unique(rows);
+        write_record_fields(lines, &POSITION_FIELDS, &rows.iter().map(|(l, p)| (l, *p)).collect::<Vec<_>>());
+        let info = rows.iter().map(|(labels, p)| {
+            let extra = [
+                ("separated_mode", text(&p.separated_mode)),
+                ("separated_open_order_id", text(&p.separated_open_order_id)),
+                ("account_id", text(&p.account_id)),
+            ];
+            ((labels, extra), 1.0)
+        });
+        lines.family(Family::gauge("capi_position_info", "Text fields of a position record; value 1"), info);
+    }
+
+    fn write_bills(&self, lines: &mut Lines) {
+        let counters = &self.snapshot.counters;
+        let counts = counters.bills.iter().map(|((coin, kind), n)| {
+            ((&self.account, [("coin", coin.as_str()), ("business_type", kind.as_str())]), *n as f64)
+        });
+        lines.family(
+            Family::counter("capi_bills", "Bills counted by coin and business type, each exactly once"),
+            counts,
+        );
+        let flows = |sums: &'a std::collections::BTreeMap<FlowKey, Decimal>| {
+            sums.iter().map(|((coin, kind, direction), sum)| {
+                let labels =
+                    [("coin", coin.as_str()), ("business_type", kind.as_str()), ("direction", direction.as_str())];
+                ((&self.account, labels), *sum)
+            })
+        };
+        lines.family(
+            Family::counter(
+                "capi_bill_amount",
+                "Sum of the absolute amounts of bills, by the amount's sign: in (>0) or out (<0)",
+            ),
+            flows(&counters.amounts),
+        );
+        lines.family(
+            Family::counter(
+                "capi_bill_fill_fee",
+                "Sum of the absolute fill fees of bills, by the fee's sign: in (>0, a rebate) or out (<0, paid)",
+            ),
+            flows(&counters.fill_fees),
+        );
+        let balances =
+            counters.balances.iter().map(|(coin, b)| ((&self.account, [("coin", coin.as_str())]), b.balance));
+        lines.family(Family::gauge("capi_bill_balance", "Balance after the newest bill counted, per coin"), balances);
+        let shortfalls = Loss::ALL.into_iter().map(|loss| {
+            let reported = counters.shortfalls.get(&loss).copied().unwrap_or(0);
+            ((&self.account, [("loss", loss.as_str())]), reported as f64)
+        });
+        lines.family(
+            Family::counter(
+                "capi_bill_pages_truncated",
+                "Crowded milliseconds (more bills of one business type than a page holds) whose count is not proven complete: loss=certain, at least one bill was not counted; loss=possible, the split rested on the coins and symbols known to the account, which the API cannot list",
+            ),
+            shortfalls,
+        );
+        // Absent until counting has started.
+        let settled = self.snapshot.settled_through_ms;
+        let cursor = (settled > 0).then(|| (&self.account, settled as f64 / 1000.0));
+        lines.family(
+            Family::gauge(
+                "capi_bill_cursor_timestamp_seconds",
+                "Bills created up to this time are final in the bill counters; newer ones may still arrive late",
+            ),
+            cursor,
+        );
+    }
+}
+
+/// How a gauge's value is read from a record.
+type Read<R> = fn(&R) -> Option<Decimal>;
+
+/// A gauge per numeric field of a record, with how to read the field.
+type FieldFamilies<R> = Vec<(Family, Read<R>)>;
+
+static ACCOUNT_FIELDS: LazyLock<FieldFamilies<AccountFields>> =
+    LazyLock::new(|| field_families("capi_account", AccountFields::NUMERIC_FIELDS));
+static COLLATERAL_FIELDS: LazyLock<FieldFamilies<Collateral>> =
+    LazyLock::new(|| field_families("capi_collateral", Collateral::NUMERIC_FIELDS));
+static POSITION_FIELDS: LazyLock<FieldFamilies<Position>> =
+    LazyLock::new(|| field_families("capi_position", Position::NUMERIC_FIELDS));
+
+/// The families of a record's fields. Their names are made once and live as long as the
+/// program, like the names written in the code.
+fn field_families<R>(prefix: &str, fields: &'static [NumericField<R>]) -> FieldFamilies<R> {
+    let name = |field: &NumericField<R>| -> &'static str { metric_name(prefix, field.name, field.unit).leak() };
+    fields.iter().map(|field| (Family::gauge(name(field), field.help), field.value)).collect()
+}
+
+/// One gauge per numeric field, over the rows, whose labels were written once, not per field.
+fn write_record_fields<R>(lines: &mut Lines, families: &FieldFamilies<R>, rows: &[(&RenderedLabels, &R)]) {
+    for (family, value) in families {
+        let samples = rows.iter().filter_map(|(labels, record)| value(record).map(|v| (labels, v)));
+        lines.family(*family, samples);
+    }
+}
+
+/// Millisecond times become seconds: `updated_time` -> `updated_timestamp_seconds`,
+/// `create_order_delay_milliseconds` -> `create_order_delay_seconds`.
+pub fn metric_name(prefix: &str, field: &str, unit: Unit) -> String {
+    match unit {
+        Unit::TimestampMillis => format!("{prefix}_{}_timestamp_seconds", field.trim_end_matches("_time")),
+        Unit::DurationMillis => format!("{prefix}_{}_seconds", field.trim_end_matches("_milliseconds")),
+        Unit::Plain | Unit::Boolean => format!("{prefix}_{field}"),
+    }
+}
+
+/// How fee setting fields group into families: per contract and default, the label that tells
+/// the members apart (if any), and each member's label value and field.
+struct FeeGroup {
+    per_contract: Family,
+    default: Family,
+    label: &'static str,
+    members: Vec<(&'static str, Read<FeeSetting>)>,
+}
+
+static FEE_GROUPS: LazyLock<Vec<FeeGroup>> = LazyLock::new(|| {
+    // (family suffix, help, label, [(label value, field)])
+    type Group = (&'static str, &'static str, &'static str, &'static [(&'static str, &'static str)]);
+    let groups: [Group; 6] = [
+        ("fee_rate", "Fee rate by role", "role", &[("taker", "taker_fee_rate"), ("maker", "maker_fee_rate")]),
+        ("fee_rate_set", "Whether fee rates are set (1) or not (0)", "", &[("", "is_set_fee_rate")]),
+        ("fee_discount", "Fee rate discount", "", &[("", "fee_discount")]),
+        ("fee_discount_set", "Whether fee discounts are enabled (1) or not (0)", "", &[("", "is_set_fee_discount")]),
+        (
+            "fee_role_discount",
+            "Fee rate discount by role",
+            "role",
+            &[("taker", "taker_fee_discount"), ("maker", "maker_fee_discount")],
+        ),
+        (
+            "fee_role_discount_set",
+            "Whether separate taker and maker discounts apply (1) or not (0)",
+            "",
+            &[("", "is_set_taker_maker_fee_discount")],
+        ),
+    ];
+    let family = |name: String, help| Family::gauge(name.leak(), help);
+    groups
+        .into_iter()
+        .map(|(suffix, help, label, members)| FeeGroup {
+            per_contract: family(format!("capi_account_{suffix}"), help),
+            default: family(format!("capi_account_default_{suffix}"), help),
+            label,
+            members: members
+                .iter()
+                .map(|(value, field)| (*value, field_getter(FeeSetting::NUMERIC_FIELDS, field)))
+                .collect(),
+        })
+        .collect()
+});
+
+/// One row per futures contract of the account, its labels written once for all its samples.
+fn contract_rows<'a, T>(
+    account_labels: &RenderedLabels,
+    account: Option<&'a Account>,
+    settings: fn(&'a Account) -> &'a ByContract<T>,
+) -> Vec<(RenderedLabels, &'a T)> {
+    let rows = account.into_iter().flat_map(|a| {
+        settings(a).iter().map(|(contract, setting)| {
+            (RenderedLabels::new(&(account_labels, [("contract_id", contract.as_str())])), setting)
+        })
+    });
+    rows.collect()
+}
+
+/// The rows with distinct label sets, the first of each. Two records with the same labels (the
+/// same position in two coins' answers, say) would make duplicate series, and Prometheus rejects
+/// a whole scrape that has any.
+fn unique<'a, R>(rows: impl IntoIterator<Item = (RenderedLabels, &'a R)>) -> Vec<(RenderedLabels, &'a R)> {
+    let mut kept: Vec<(RenderedLabels, &R)> = Vec::new();
+    for (labels, record) in rows {
+        if !kept.iter().any(|(seen, _)| *seen == labels) {
+            kept.push((labels, record));
+        }
+    }
+    kept
+}
+
+fn field_getter<R>(fields: &[NumericField<R>], name: &str) -> Read<R> {
+    fields.iter().find(|f| f.name == name).map(|f| f.value).unwrap_or_else(|| panic!("no field {name}"))
+}
+
+fn text(value: &Option<String>) -> &str {
+    value.as_deref().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::clock::local_now_ms;
+    use std::sync::Arc;
+
+    #[test]
+    fn millisecond_fields_are_named_in_seconds() {
+        assert_eq!(
+            metric_name("capi_collateral", "updated_time", Unit::TimestampMillis),
+            "capi_collateral_updated_timestamp_seconds"
+        );
+        assert_eq!(
+            metric_name("capi_account", "create_order_delay_milliseconds", Unit::DurationMillis),
+            "capi_account_create_order_delay_seconds"
+        );
+        assert_eq!(metric_name("capi_collateral", "is_liquidating", Unit::Boolean), "capi_collateral_is_liquidating");
+    }
+
+    #[test]
+    fn the_same_position_in_two_coins_answers_is_one_series() {
+        let position =
+            Position { id: Some("7".into()), coin_id: Some("2".into()), size: Some(1.into()), ..Position::default() };
+        let info = AccountInfo { positions: vec![position], ..Default::default() };
+        let now = local_now_ms();
+        let snapshot = AccountSnapshot {
+            coins: [(1, Arc::new(info.clone())), (2, Arc::new(info))].into(),
+            fetched_at_ms: [(1, now), (2, now)].into(),
+            ..AccountSnapshot::default()
+        };
+        let mut lines = Lines::default();
+        View::new("main", &snapshot, now - 60_000).write(&mut lines);
+        let text = String::from_utf8(lines.finish().0.to_vec()).unwrap();
+        assert_eq!(text.matches("capi_position_size{").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn every_account_lists_the_same_families_in_the_same_order() {
+        let families = |snapshot: &AccountSnapshot| {
+            let mut lines = Lines::default();
+            View::new("a", snapshot, 0).write(&mut lines);
+            lines.finish().1.into_iter().map(|(family, _)| family.name).collect::<Vec<_>>()
+        };
+        let info = AccountInfo { positions: vec![Position::default()], ..Default::default() };
+        let full = AccountSnapshot {
+            coins: [(2, Arc::new(info))].into(),
+            fetched_at_ms: [(2, 1)].into(),
+            ..Default::default()
+        };
+        assert_eq!(families(&AccountSnapshot::default()), families(&full));
+    }
+}
