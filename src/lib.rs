@@ -1,13 +1,17 @@
 //! capi_exporter: a Prometheus exporter for a crypto exchange's futures (contract) account API.
 //!
-//! Data flows exchange -> client -> snapshot -> exposition -> HTTP:
-//! - [`sim`]: the simulated exchange (demo mode and tests);
+//! Data flows exchange -> client -> poller -> snapshot -> exposition -> HTTP, and each module
+//! imports only those before it:
 //! - [`api`]: the signed HTTP client and the typed, lenient models of its answers;
-//! - [`poller`]: one polling loop per account, the exact bill counter and its state file;
-//! - [`metrics`]: immutable snapshots rendered into the exposition format;
-//! - [`server`]: the HTTP endpoints;
+//! - [`poller`]: one polling loop per account, the bill cursor and its state file;
+//! - [`snapshot`]: what the pollers publish and the exposition reads;
+//! - [`exposition`]: snapshots to the page scrapers read, in the format each asks for;
+//! - [`server`] and [`web`]: the HTTP endpoints, and the server around them (TLS, auth, limits);
 //! - [`config`]: flags, environment and YAML, validated once at start;
-//! - [`app`]: wires them together; [`logging`]: logfmt or JSON logs.
+//! - [`app`]: wires them together; [`logging`]: logfmt or JSON logs;
+//! - [`sim`]: the simulated exchange (demo mode and tests).
+
+#![forbid(unsafe_code)]
 
 pub mod api;
 pub mod app;

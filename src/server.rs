@@ -1,7 +1,7 @@
 //! The HTTP endpoints: `/metrics` (or `--web.telemetry-path`), a landing page, and the
 //! `/-/healthy` and `/-/ready` probes. [`app`] builds the router without a socket, for tests.
 
-use crate::exposition::{Exposition, Format, REVISION, VERSION};
+use crate::exposition::{Exposition, Format, Page, REVISION, VERSION};
 use crate::snapshot::AccountSlot;
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -10,7 +10,6 @@ use axum::response::{Html, IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use http_body::{Frame, SizeHint};
-use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -35,48 +34,32 @@ pub fn app(state: AppState) -> Router {
 
 /// Serves the page in the format the scraper's `Accept` header prefers, compressed with gzip
 /// when it accepts that (as Prometheus does; level 2, which costs about what level 1 does and
-/// sends a third less). The page is made on a blocking thread: for many accounts it is tens of
-/// milliseconds of work the server's threads need not wait for.
+/// sends a third less). Making the page renders the accounts that published since the last
+/// scrape: at most tens of milliseconds, once per poll interval, on the server's thread.
 async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let accept = headers.get(header::ACCEPT).and_then(|value| value.to_str().ok());
     let format = Format::negotiate(accept);
-    let exposition = state.exposition.clone();
-    let Ok(page) = tokio::task::spawn_blocking(move || exposition.page(format)).await else {
-        return (StatusCode::INTERNAL_SERVER_ERROR, "making the page failed\n").into_response();
-    };
     let headers = [(header::CONTENT_TYPE, format.content_type()), (header::VARY, "Accept")];
-    (headers, Body::new(Pieces::new(page))).into_response()
+    (headers, Body::new(PageBody(state.exposition.page(format)))).into_response()
 }
 
-/// A page sent as the pieces it is made of, without copying them into one buffer.
-struct Pieces {
-    pieces: VecDeque<Bytes>,
-    remaining: u64,
-}
+/// The page as an HTTP body, sent a piece at a time.
+struct PageBody(Page);
 
-impl Pieces {
-    fn new(pieces: Vec<Bytes>) -> Self {
-        let remaining = pieces.iter().map(|piece| piece.len() as u64).sum();
-        Self { pieces: pieces.into(), remaining }
-    }
-}
-
-impl http_body::Body for Pieces {
+impl http_body::Body for PageBody {
     type Data = Bytes;
     type Error = Infallible;
 
     fn poll_frame(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        let piece = self.pieces.pop_front();
-        self.remaining -= piece.as_ref().map_or(0, |piece| piece.len() as u64);
-        Poll::Ready(piece.map(|piece| Ok(Frame::data(piece))))
+        Poll::Ready(self.0.next_chunk().map(|chunk| Ok(Frame::data(chunk))))
     }
 
     fn is_end_stream(&self) -> bool {
-        self.pieces.is_empty()
+        self.0.remaining() == 0
     }
 
     fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.remaining)
+        SizeHint::with_exact(self.0.remaining())
     }
 }
 

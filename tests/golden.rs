@@ -102,13 +102,13 @@ fn fixed_answers() -> Exposition {
 
 #[test]
 fn fixed_answers_text() {
-    let page = fixed_answers().page(Format::Text).concat();
+    let page = fixed_answers().page(Format::Text).into_bytes();
     insta::assert_snapshot!(stable(&String::from_utf8(page).unwrap()));
 }
 
 #[test]
 fn fixed_answers_openmetrics() {
-    let page = fixed_answers().page(Format::OpenMetrics).concat();
+    let page = fixed_answers().page(Format::OpenMetrics).into_bytes();
     insta::assert_snapshot!(stable(&String::from_utf8(page).unwrap()));
 }
 

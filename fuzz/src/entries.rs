@@ -392,7 +392,7 @@ fn collect_strings(json: &Value, into: &mut Vec<String>, skip: &[&str]) {
 
 /// The exposition of these accounts, showing figures up to an hour old.
 fn render(slots: Vec<Arc<AccountSlot>>) -> String {
-    let text = Exposition::new(slots, Duration::from_secs(3600)).page(Format::OpenMetrics).concat();
+    let text = Exposition::new(slots, Duration::from_secs(3600)).page(Format::OpenMetrics).into_bytes();
     String::from_utf8(text).expect("the exposition is written from UTF-8 text only")
 }
 

@@ -14,6 +14,7 @@ use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, 
 use crate::snapshot::counters::{FlowKey, Loss};
 use crate::snapshot::AccountSnapshot;
 use rust_decimal::Decimal;
+use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
 pub(super) const UP: Family = Family::gauge(
@@ -25,6 +26,31 @@ pub(super) const UP: Family = Family::gauge(
 pub(super) const DATA_AGE: Family = Family::gauge(
     "capi_data_age_seconds",
     "Time since the account's figures for this coin were last fetched; beyond --data.max-age they are withdrawn from /metrics",
+);
+
+const ACCOUNT_INFO: Family = Family::gauge("capi_account_info", "Text fields of the account record; value 1");
+const ACCOUNT_VERSION: Family = Family::gauge("capi_account_version", "The account query's version value, per coin");
+const LEVERAGE: Family =
+    Family::gauge("capi_account_leverage_setting", "Leverage setting per futures contract and kind");
+const CONTRACT_MODE: Family = Family::gauge("capi_contract_mode_info", "Mode settings per futures contract; value 1");
+const POSITION_INFO: Family = Family::gauge("capi_position_info", "Text fields of a position record; value 1");
+const BILLS: Family = Family::counter("capi_bills", "Bills counted by coin and business type, each exactly once");
+const BILL_AMOUNT: Family = Family::counter(
+    "capi_bill_amount",
+    "Sum of the absolute amounts of bills, by the amount's sign: in (>0) or out (<0)",
+);
+const BILL_FILL_FEE: Family = Family::counter(
+    "capi_bill_fill_fee",
+    "Sum of the absolute fill fees of bills, by the fee's sign: in (>0, a rebate) or out (<0, paid)",
+);
+const BILL_BALANCE: Family = Family::gauge("capi_bill_balance", "Balance after the newest bill counted, per coin");
+const SHORTFALLS: Family = Family::counter(
+    "capi_bill_pages_truncated",
+    "Crowded milliseconds (more bills of one business type than a page holds) whose count is not proven complete: loss=certain, at least one bill was not counted; loss=possible, the split rested on the coins and symbols known to the account, which the API cannot list",
+);
+const BILL_CURSOR: Family = Family::gauge(
+    "capi_bill_cursor_timestamp_seconds",
+    "Bills created up to this time are final in the bill counters; newer ones may still arrive late",
 );
 
 /// One account's latest snapshot, and what counts as fresh in it.
@@ -51,21 +77,12 @@ impl<'a> View<'a> {
 
     /// Writes every family of the account but the data age, which changes with the clock.
     pub(super) fn write(&self, lines: &mut Lines) {
-        lines.family(UP, [(&self.account, f64::from(u8::from(self.snapshot.up)))]);
+        lines.family(&UP, [(&self.account, f64::from(u8::from(self.snapshot.up)))]);
         self.write_account(lines);
         self.write_collateral(lines);
         self.write_positions(lines);
         self.write_bills(lines);
         super::poller::write(&self.account, &self.snapshot.stats, lines);
-    }
-
-    /// How old each coin's figures are, whether or not they are still shown.
-    pub(super) fn write_data_age(&self, now_ms: i64, lines: &mut Lines) {
-        let ages = self.snapshot.fetched_at_ms.iter().map(|(coin, at)| {
-            let age = now_ms.saturating_sub(*at) as f64 / 1000.0;
-            ((&self.account, [("coin_id", coin.to_string())]), age)
-        });
-        lines.family(DATA_AGE, ages);
     }
 
     fn write_account(&self, lines: &mut Lines) {
@@ -84,11 +101,11 @@ impl<'a> View<'a> {
             ];
             ((&self.account, labels), 1.0)
         });
-        lines.family(Family::gauge("capi_account_info", "Text fields of the account record; value 1"), info);
+        lines.family(&ACCOUNT_INFO, info);
         let versions = self
             .coins()
             .filter_map(|(coin, info)| Some(((&self.account, [("coin_id", coin.to_string())]), info.version?)));
-        lines.family(Family::gauge("capi_account_version", "The account query's version value, per coin"), versions);
+        lines.family(&ACCOUNT_VERSION, versions);
         self.write_fee_settings(lines, account);
         self.write_contract_settings(lines, account);
     }
@@ -103,7 +120,7 @@ impl<'a> View<'a> {
             .into_iter()
             .collect();
         for group in FEE_GROUPS.iter() {
-            for (family, rows) in [(group.per_contract, &per_contract), (group.default, &defaults)] {
+            for (family, rows) in [(&group.per_contract, &per_contract), (&group.default, &defaults)] {
                 let samples = rows.iter().flat_map(|(labels, setting)| {
                     group.members.iter().filter_map(move |(value, get)| {
                         let extra = (!group.label.is_empty()).then_some([(group.label, *value)]);
@@ -125,10 +142,7 @@ impl<'a> View<'a> {
         let leverage = rows.iter().flat_map(|(labels, setting)| {
             kinds.iter().filter_map(move |(kind, value)| value(setting).map(|v| ((labels, kind), v)))
         });
-        lines.family(
-            Family::gauge("capi_account_leverage_setting", "Leverage setting per futures contract and kind"),
-            leverage,
-        );
+        lines.family(&LEVERAGE, leverage);
         let modes = account.into_iter().flat_map(|a| {
             a.mode_settings.iter().map(|(contract, m)| {
                 let labels = [
@@ -140,7 +154,7 @@ impl<'a> View<'a> {
                 ((&self.account, labels), 1.0)
             })
         });
-        lines.family(Family::gauge("capi_contract_mode_info", "Mode settings per futures contract; value 1"), modes);
+        lines.family(&CONTRACT_MODE, modes);
     }
 
     fn write_collateral(&self, lines: &mut Lines) {
@@ -178,7 +192,7 @@ impl<'a> View<'a> {
             ];
             ((labels, extra), 1.0)
         });
-        lines.family(Family::gauge("capi_position_info", "Text fields of a position record; value 1"), info);
+        lines.family(&POSITION_INFO, info);
     }
 
     fn write_bills(&self, lines: &mut Lines) {
@@ -186,10 +200,7 @@ impl<'a> View<'a> {
         let counts = counters.bills.iter().map(|((coin, kind), n)| {
             ((&self.account, [("coin", coin.as_str()), ("business_type", kind.as_str())]), *n as f64)
         });
-        lines.family(
-            Family::counter("capi_bills", "Bills counted by coin and business type, each exactly once"),
-            counts,
-        );
+        lines.family(&BILLS, counts);
         let flows = |sums: &'a std::collections::BTreeMap<FlowKey, Decimal>| {
             sums.iter().map(|((coin, kind, direction), sum)| {
                 let labels =
@@ -197,49 +208,34 @@ impl<'a> View<'a> {
                 ((&self.account, labels), *sum)
             })
         };
-        lines.family(
-            Family::counter(
-                "capi_bill_amount",
-                "Sum of the absolute amounts of bills, by the amount's sign: in (>0) or out (<0)",
-            ),
-            flows(&counters.amounts),
-        );
-        lines.family(
-            Family::counter(
-                "capi_bill_fill_fee",
-                "Sum of the absolute fill fees of bills, by the fee's sign: in (>0, a rebate) or out (<0, paid)",
-            ),
-            flows(&counters.fill_fees),
-        );
+        lines.family(&BILL_AMOUNT, flows(&counters.amounts));
+        lines.family(&BILL_FILL_FEE, flows(&counters.fill_fees));
         let balances =
             counters.balances.iter().map(|(coin, b)| ((&self.account, [("coin", coin.as_str())]), b.balance));
-        lines.family(Family::gauge("capi_bill_balance", "Balance after the newest bill counted, per coin"), balances);
+        lines.family(&BILL_BALANCE, balances);
         let shortfalls = Loss::ALL.into_iter().map(|loss| {
             let reported = counters.shortfalls.get(&loss).copied().unwrap_or(0);
             ((&self.account, [("loss", loss.as_str())]), reported as f64)
         });
-        lines.family(
-            Family::counter(
-                "capi_bill_pages_truncated",
-                "Crowded milliseconds (more bills of one business type than a page holds) whose count is not proven complete: loss=certain, at least one bill was not counted; loss=possible, the split rested on the coins and symbols known to the account, which the API cannot list",
-            ),
-            shortfalls,
-        );
+        lines.family(&SHORTFALLS, shortfalls);
         // Absent until counting has started.
         let settled = self.snapshot.settled_through_ms;
         let cursor = (settled > 0).then(|| (&self.account, settled as f64 / 1000.0));
-        lines.family(
-            Family::gauge(
-                "capi_bill_cursor_timestamp_seconds",
-                "Bills created up to this time are final in the bill counters; newer ones may still arrive late",
-            ),
-            cursor,
-        );
+        lines.family(&BILL_CURSOR, cursor);
     }
 }
 
 /// How a gauge's value is read from a record.
 type Read<R> = fn(&R) -> Option<Decimal>;
+
+/// How old each coin's figures of an account are, whether or not they are still shown.
+pub(super) fn write_data_age(account: &str, fetched_at_ms: &BTreeMap<u64, i64>, now_ms: i64, lines: &mut Lines) {
+    let ages = fetched_at_ms.iter().map(|(coin, at)| {
+        let age = now_ms.saturating_sub(*at) as f64 / 1000.0;
+        ([("account", account.to_owned()), ("coin_id", coin.to_string())], age)
+    });
+    lines.family(&DATA_AGE, ages);
+}
 
 /// A gauge per numeric field of a record, with how to read the field.
 type FieldFamilies<R> = Vec<(Family, Read<R>)>;
@@ -259,10 +255,10 @@ fn field_families<R>(prefix: &str, fields: &'static [NumericField<R>]) -> FieldF
 }
 
 /// One gauge per numeric field, over the rows, whose labels were written once, not per field.
-fn write_record_fields<R>(lines: &mut Lines, families: &FieldFamilies<R>, rows: &[(&RenderedLabels, &R)]) {
+fn write_record_fields<R>(lines: &mut Lines, families: &'static FieldFamilies<R>, rows: &[(&RenderedLabels, &R)]) {
     for (family, value) in families {
         let samples = rows.iter().filter_map(|(labels, record)| value(record).map(|v| (labels, v)));
-        lines.family(*family, samples);
+        lines.family(family, samples);
     }
 }
 

@@ -259,13 +259,23 @@ impl<A: LabelSet, B: LabelSet> LabelSet for (A, B) {
 #[derive(Debug, Default)]
 pub struct Lines {
     out: Vec<u8>,
-    families: Vec<(Family, Range<usize>)>,
+    families: Vec<(&'static Family, Range<usize>)>,
 }
 
 impl Lines {
+    /// Lines expected to take about `bytes`: an account's lines are rendered again at each of its
+    /// publications, at about the size they had, so they are written without regrowing.
+    pub fn with_capacity(bytes: usize) -> Self {
+        Self { out: Vec::with_capacity(bytes), families: Vec::new() }
+    }
+
     /// Writes one family's samples (none is fine: the family is still recorded, so that every
     /// account's lines list the same families in the same order).
-    pub fn family<L: LabelSet, V: SampleValue>(&mut self, family: Family, samples: impl IntoIterator<Item = (L, V)>) {
+    pub fn family<L: LabelSet, V: SampleValue>(
+        &mut self,
+        family: &'static Family,
+        samples: impl IntoIterator<Item = (L, V)>,
+    ) {
         let start = self.out.len();
         let name = family.sample_name();
         for (labels, value) in samples {
@@ -277,7 +287,7 @@ impl Lines {
     /// Writes a histogram family: per label set, the cumulative buckets, the count and the sum.
     pub fn histogram<'h, L: LabelSet>(
         &mut self,
-        family: Family,
+        family: &'static Family,
         samples: impl IntoIterator<Item = (L, &'h Histogram)>,
     ) {
         let start = self.out.len();
@@ -302,8 +312,11 @@ impl Lines {
         self.out.push(b'\n');
     }
 
-    /// The text, and each family with the range of its lines in it.
-    pub fn finish(self) -> (Bytes, Vec<(Family, Range<usize>)>) {
+    /// The text, and each family with the range of its lines in it. The text holds no more
+    /// memory than it needs: an account's lines are kept until its next publication.
+    pub fn finish(mut self) -> (Bytes, Vec<(&'static Family, Range<usize>)>) {
+        self.out.shrink_to_fit();
+        self.families.shrink_to_fit();
         (Bytes::from(self.out), self.families)
     }
 }
@@ -414,7 +427,7 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn lines<L: LabelSet>(family: Family, samples: Vec<(L, f64)>) -> String {
+    fn lines<L: LabelSet>(family: &'static Family, samples: Vec<(L, f64)>) -> String {
         let mut lines = Lines::default();
         lines.family(family, samples);
         String::from_utf8(lines.finish().0.to_vec()).unwrap()
@@ -425,9 +438,10 @@ mod tests {
     #[test]
     fn samples_have_escaped_labels_and_counters_their_total() {
         let labels = [("account", "a\"b\\c\nd"), ("coin", "USDT")];
-        assert_eq!(lines(COUNTER, vec![(labels, 3.0)]), "capi_x_total{account=\"a\\\"b\\\\c\\nd\",coin=\"USDT\"} 3\n");
-        assert_eq!(lines::<[(&str, &str); 0]>(COUNTER, vec![]), "");
-        assert_eq!(lines(Family::gauge("capi_x", ""), vec![([] as [(&str, &str); 0], 1.5)]), "capi_x 1.5\n");
+        assert_eq!(lines(&COUNTER, vec![(labels, 3.0)]), "capi_x_total{account=\"a\\\"b\\\\c\\nd\",coin=\"USDT\"} 3\n");
+        assert_eq!(lines::<[(&str, &str); 0]>(&COUNTER, vec![]), "");
+        const GAUGE: Family = Family::gauge("capi_x", "");
+        assert_eq!(lines(&GAUGE, vec![([] as [(&str, &str); 0], 1.5)]), "capi_x 1.5\n");
     }
 
     #[test]
@@ -456,7 +470,8 @@ mod tests {
         histogram.observe(0.03);
         histogram.observe(12.0);
         let mut lines = Lines::default();
-        lines.histogram(Family::histogram("capi_h_seconds", "H"), [([("endpoint", "bills")], &histogram)]);
+        const HISTOGRAM: Family = Family::histogram("capi_h_seconds", "H");
+        lines.histogram(&HISTOGRAM, [([("endpoint", "bills")], &histogram)]);
         let text = String::from_utf8(lines.finish().0.to_vec()).unwrap();
         assert!(text.starts_with("capi_h_seconds_bucket{endpoint=\"bills\",le=\"0.01\"} 0\n"), "{text}");
         assert!(text.contains("capi_h_seconds_bucket{endpoint=\"bills\",le=\"0.05\"} 1\n"), "{text}");

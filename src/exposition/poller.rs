@@ -45,26 +45,26 @@ pub(super) fn write(account: &RenderedLabels, stats: &AccountStats, lines: &mut 
     let requests = stats.requests.iter().map(|((endpoint, outcome), count)| {
         ((account, [("endpoint", endpoint.as_str()), ("outcome", outcome.as_str())]), *count as f64)
     });
-    lines.family(REQUESTS, requests);
+    lines.family(&REQUESTS, requests);
     let errors = stats.exchange_errors.iter().map(|((endpoint, code), count)| {
         ((account, [("endpoint", endpoint.as_str()), ("code", code.as_str())]), *count as f64)
     });
-    lines.family(EXCHANGE_ERRORS, errors);
+    lines.family(&EXCHANGE_ERRORS, errors);
     let latency =
         stats.latency.iter().map(|(endpoint, histogram)| ((account, [("endpoint", endpoint.as_str())]), histogram));
-    lines.histogram(LATENCY, latency);
+    lines.histogram(&LATENCY, latency);
     let last_success =
         stats.last_success.iter().map(|(endpoint, at)| ((account, [("endpoint", endpoint.as_str())]), *at));
-    lines.family(LAST_SUCCESS, last_success);
+    lines.family(&LAST_SUCCESS, last_success);
     let problems = stats.decode_problems.iter().map(|((endpoint, record, field), count)| {
         let labels = [("endpoint", endpoint.as_str()), ("record", record), ("field", field.as_str())];
         ((account, labels), *count as f64)
     });
-    lines.family(DECODE_PROBLEMS, problems);
-    lines.family(STATE_FILE_ERRORS, [(account, stats.state_file_errors as f64)]);
-    lines.family(POLL_INTERVAL, [(account, stats.poll_interval.as_secs_f64())]);
-    lines.family(POLL_BACKOFF, [(account, stats.poll_backoff.as_secs_f64())]);
-    lines.family(CLOCK_OFFSET, [(account, stats.clock_offset_ms as f64 / 1000.0)]);
-    lines.family(POLLER_RESTARTS, [(account, stats.poller_restarts as f64)]);
-    lines.family(SCANS_DEFERRED, [(account, stats.scans_deferred as f64)]);
+    lines.family(&DECODE_PROBLEMS, problems);
+    lines.family(&STATE_FILE_ERRORS, [(account, stats.state_file_errors as f64)]);
+    lines.family(&POLL_INTERVAL, [(account, stats.poll_interval.as_secs_f64())]);
+    lines.family(&POLL_BACKOFF, [(account, stats.poll_backoff.as_secs_f64())]);
+    lines.family(&CLOCK_OFFSET, [(account, stats.clock_offset_ms as f64 / 1000.0)]);
+    lines.family(&POLLER_RESTARTS, [(account, stats.poller_restarts as f64)]);
+    lines.family(&SCANS_DEFERRED, [(account, stats.scans_deferred as f64)]);
 }

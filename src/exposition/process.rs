@@ -29,14 +29,14 @@ struct ProcessStats {
 pub(super) fn write(lines: &mut Lines) {
     let Ok(stats) = read() else { return };
     let no_labels: [(&str, &str); 0] = [];
-    lines.family(CPU, [(no_labels, stats.cpu_seconds)]);
+    lines.family(&CPU, [(no_labels, stats.cpu_seconds)]);
     for (family, value) in [
-        (RESIDENT, stats.resident_bytes),
-        (VIRTUAL, stats.virtual_bytes),
-        (START_TIME, stats.start_time_seconds),
-        (THREADS, stats.threads),
-        (OPEN_FDS, stats.open_fds),
-        (MAX_FDS, stats.max_fds),
+        (&RESIDENT, stats.resident_bytes),
+        (&VIRTUAL, stats.virtual_bytes),
+        (&START_TIME, stats.start_time_seconds),
+        (&THREADS, stats.threads),
+        (&OPEN_FDS, stats.open_fds),
+        (&MAX_FDS, stats.max_fds),
     ] {
         lines.family(family, [(no_labels, value)]);
     }
