@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Side-by-side load test of issue 5 (targets 1, 2, 4, 5, 6 and 7), on loopback, bounded in time.
+"""Side-by-side load test (serving vs nginx, Python reference, memory, poll CPU, weight per poll,
+freshness), on loopback, bounded in time.
 
 It does not build anything: run `cargo build --release --bins` first. It needs, from --bin-dir
 (default target/release), `capi_exporter` and `capi_sim`; Debian's `nginx` (nginx-light is
@@ -15,8 +16,8 @@ planner never stretches the interval (the real interval is read from capi_poll_i
 all the same). The phases, in order:
 
 A. 1,000 accounts (20 with --quick): the exporter is started and waited for: /-/ready answers
-   200 and /metrics shows capi_up 1 for every account. RSS is read (target 4).
-   Polling (targets 5, 6): over two poll intervals (one with --quick) with no scrape, the
+   200 and /metrics shows capi_up 1 for every account. RSS is read (memory).
+   Poll CPU and weight per poll: over two poll intervals (one with --quick) with no scrape, the
    exporter's CPU (utime+stime from /proc/PID/stat, to the nanosecond from each thread's
    /proc/PID/task/TID/schedstat when no thread came or went) and the deltas of its own
    capi_api_requests_total{endpoint} (all outcomes) give the CPU per poll cycle and per account,
@@ -25,14 +26,14 @@ A. 1,000 accounts (20 with --quick): the exporter is started and waited for: /-/
    queries / (accounts x coins)), free of the window's edges. Accounts fitting the documented 500
    per 10 s per IP at a 15 s interval = 750 / weight per poll counted, with 2 coins and (one
    account query per poll instead of two) 1 coin.
-   Serving (target 1): one /metrics body is saved with its gzip (level 1, as nginx's default),
+   Serving vs nginx: one /metrics body is saved with its gzip (level 1, as nginx's default),
    nginx (own prefix and config in a temporary folder, `daemon off`, a master and `worker_processes
    auto`, `sendfile on`, `gzip on; gzip_types *`, a second location with `gzip_static on`) serves
    them, and `wrk -t2 -c8 -d<seconds>s --latency` runs against: nginx plain, ours plain, nginx
    with Accept-Encoding: gzip (dynamic gzip), nginx gzip_static, ours gzip. Every answer type is
    first checked with one request (ours must answer Content-Encoding: gzip when asked). Ours'
    CPU per scrape is taken from the plain run. RSS is read again after the runs.
-B. Python reference (target 2), on the same simulated exchange, with ours stopped: the fixture
+B. Python reference, on the same simulated exchange, with ours stopped: the fixture
    polls every 15 s (2 s with --quick); once it says `listening`, its background CPU rate is
    measured over one interval with no scrape, then wrk runs at the same settings, plain. Its
    duration is --seconds, or longer when one scrape is slow (8 connections x 5 scrapes, at most
@@ -43,9 +44,9 @@ B. Python reference (target 2), on the same simulated exchange, with ours stoppe
 C. Polling at 10 and 100 accounts (2 and 5 with --quick), as in A, each with its own exchange
    and exporter; then at A's size with an exchange that changes every account every 5 s
    (positions, funding, transfers: bills on every poll, no answer the same twice). Meanwhile (it costs next to no CPU) a 1-account exporter (2 coins, 5
-   positions, same interval) idles; its RSS is read after at least 3 poll intervals (target 4:
+   positions, same interval) idles; its RSS is read after at least 3 poll intervals (memory:
    under 15 MiB).
-D. Freshness (target 7): 1 account, coin 2, `--poll.interval 1s`. K times (--trials, default
+D. Freshness: 1 account, coin 2, `--poll.interval 1s`. K times (--trials, default
    30; 5 with --quick): POST /sim/liquidation?account=1&coin_id=2&on=true|false (alternately),
    t0 right after the answer, then /metrics is scraped every ~2 ms (deadline 5 s) until
    capi_collateral_is_liquidating{coin_id="2"} shows the new value; latency = end of that scrape
@@ -57,8 +58,10 @@ E. Soak, only with --soak-minutes M > 0: a separate 1,000-account exchange (20 w
    scrape) for M minutes. Flat: last <= the sample after the warm-up (a quarter of the soak, at
    most 5 minutes, while business types appear) x 1.10 + 2 MiB.
 
-The end is one markdown table (target, measurement, ours, reference, ratio, target, result), also
-written with every raw figure as JSON to --json FILE. A missed target is a result, not a failure:
+The end is one markdown table (#, measurement, ours, reference, ratio, target, result), also
+written with every raw figure as JSON to --json FILE. Its # column numbers the measurement: 1
+serving vs nginx, 2 Python reference, 4 memory, 5 poll CPU, 6 weight per poll, 7 freshness (render
+time is measured by `cargo bench --bench exporter`). A missed target is a result, not a failure:
 the exit code is 0 whenever everything ran, 1 when something broke (a process did not start or
 died, a scrape or a wrk run failed, a body had no series), 2 when a prerequisite is missing.
 Every child is stopped (SIGTERM by PID, then SIGKILL) at exit, also on Ctrl-C and SIGTERM.
@@ -116,13 +119,16 @@ def parse_args():
     parser.add_argument("--json", help="also write the results to this JSON file")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folder (logs, bodies)")
     parser.add_argument("--seed", type=int, default=1, help="seed of the freshness trials' spacing")
+    parser.add_argument("--accounts", type=int,
+                        help="accounts of phase A and B (default 1000, 20 with --quick); the serving comparison "
+                             "with nginx is also judged at 200")
     parser.add_argument("--phases", default="ABCD",
                         help="the phases to run, by letter (default ABCD; B needs A; E runs with --soak-minutes)")
     args = parser.parse_args()
     args.phases = args.phases.upper()
     if "B" in args.phases and "A" not in args.phases:
         parser.error("phase B runs on phase A's exchange: add A to --phases")
-    args.accounts = 20 if args.quick else 1000
+    args.accounts = args.accounts or (20 if args.quick else 1000)
     args.poll_sizes = [2, 5] if args.quick else [10, 100]  # plus args.accounts, from phase A
     args.interval = 2.0 if args.quick else 15.0
     args.windows = 1 if args.quick else 2
@@ -444,7 +450,7 @@ def ready_deadline(interval, accounts):
 
 
 def measure_polling(exporter, windows):
-    """CPU and request weight over `windows` poll intervals with no scrape (targets 5, 6)."""
+    """CPU and request weight over `windows` poll intervals with no scrape (poll CPU, weight per poll)."""
     before = samples(scrape(exporter.address), "capi_poll_interval_seconds", "capi_api_requests_total")
     intervals = [value for _, value in before["capi_poll_interval_seconds"]]
     if not intervals:

@@ -4,7 +4,7 @@
 # (Kubernetes schemas, systemd, compose, Dockerfile), bounded fuzzing of every parser
 # (FUZZ_SECONDS per target, 10 by default), a bounded soak under scrape load (SOAK_SECONDS,
 # 30 by default) and the load test's quick mode (side by side with nginx and a Python exporter,
-# small sizes: it proves the load test runs, the README's figures come from its full mode).
+# small sizes: it proves the load test runs; docs/performance.md's figures are from its full mode).
 # Installs Debian's prometheus, prometheus-alertmanager, nginx-light and wrk packages first when
 # they are missing.
 set -euo pipefail
