@@ -32,12 +32,6 @@ pub fn sign(secret: &str, timestamp_ms: &str, method: &str, path: &str, query: &
     signature(secret, &prehash(timestamp_ms, method, path, query, body))
 }
 
-/// Constant-time comparison of two signatures, for the simulated exchange's check.
-pub fn signatures_match(expected: &str, given: &str) -> bool {
-    let (a, b) = (expected.as_bytes(), given.as_bytes());
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -61,7 +55,5 @@ mod tests {
         let a = sign("secret", "1", "POST", "/p", "", b"{\"limit\":100}");
         let b = sign("secret", "1", "POST", "/p", "", b"{\"limit\":101}");
         assert_ne!(a, b);
-        assert!(signatures_match(&a, &a.clone()));
-        assert!(!signatures_match(&a, &b));
     }
 }

@@ -21,7 +21,7 @@ use backoff::{Backoff, Pace};
 use budget::AccountBudget;
 use cursor::{CursorState, Shortfall};
 use poll_state::{Counted, PollState};
-use retry::{retry_after, Jitter};
+use retry::retry_after;
 use state::StateStore;
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -117,7 +117,6 @@ pub struct AccountPoller {
     checkpoint: Arc<Mutex<Checkpoint>>,
     state: PollState,
     backoff: Backoff,
-    jitter: Jitter,
     /// The failures of the previous poll and of this one, so that a lasting outage logs once,
     /// not at every poll.
     previous_failures: BTreeSet<String>,
@@ -132,8 +131,6 @@ impl AccountPoller {
         let published = slot.latest().unwrap_or_default();
         let state = PollState::new(resumed, &published, &settings, &account.coin_ids);
         let stats = Mutex::new((*published.stats).clone());
-        let name_hash = slot.name().bytes().fold(0u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b)));
-        let jitter = Jitter::new(local_now_ms() as u64 ^ name_hash);
         Self {
             account,
             settings,
@@ -143,7 +140,6 @@ impl AccountPoller {
             checkpoint,
             state,
             backoff: Backoff::default(),
-            jitter,
             previous_failures: BTreeSet::new(),
             failures: BTreeSet::new(),
         }
@@ -164,7 +160,7 @@ impl AccountPoller {
                 polled = self.poll_once() => polled,
                 _ = shutdown.wait_for(|stop| *stop) => return,
             };
-            let wait = self.backoff.next_wait(pace, self.settings.interval, self.jitter.next());
+            let wait = self.backoff.next_wait(pace, self.settings.interval, fastrand::f64());
             if wait > self.settings.interval {
                 debug!(account = self.slot.name(), wait_seconds = wait.as_secs_f64(), "slowing down the next poll");
             }
@@ -279,7 +275,7 @@ impl AccountPoller {
                 Ok(answer) => return Ok(self.keep_problems(endpoint, answer)),
                 Err(error) => error,
             };
-            let Some(pause) = retry_after(&error, attempt, self.jitter.next()) else { return Err(error) };
+            let Some(pause) = retry_after(&error, attempt, fastrand::f64()) else { return Err(error) };
             debug!(account = self.slot.name(), endpoint = endpoint.as_str(), error = %error, attempt, "retrying within the poll");
             tokio::time::sleep(pause).await;
             attempt += 1;

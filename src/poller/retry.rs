@@ -7,7 +7,6 @@
 //! [`super::backoff`].
 
 use crate::api::ApiError;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 const MORE_ATTEMPTS: u32 = 2;
@@ -26,26 +25,6 @@ pub fn retry_after(error: &ApiError, attempt: u32, jitter: f64) -> Option<Durati
         _ => false,
     };
     transient.then(|| FIRST_PAUSE.saturating_mul(1 << attempt).mul_f64(0.5 + jitter.clamp(0.0, 1.0)))
-}
-
-/// A small, fast random sequence for jitter (xorshift64*); not for anything secret.
-#[derive(Debug)]
-pub struct Jitter(AtomicU64);
-
-impl Jitter {
-    pub fn new(seed: u64) -> Self {
-        Self(AtomicU64::new(seed | 1))
-    }
-
-    /// A number in 0..1.
-    pub fn next(&self) -> f64 {
-        let mut x = self.0.load(Ordering::Relaxed);
-        x ^= x >> 12;
-        x ^= x << 25;
-        x ^= x >> 27;
-        self.0.store(x, Ordering::Relaxed);
-        (x.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
 #[cfg(test)]
@@ -75,13 +54,5 @@ mod tests {
         assert_eq!(retry_after(&exchange("40015"), 0, 0.5), None);
         assert_eq!(retry_after(&exchange("40008"), 0, 0.5), Some(Duration::ZERO));
         assert_eq!(retry_after(&exchange("40008"), 1, 0.5), None);
-    }
-
-    #[test]
-    fn jitter_stays_in_range_and_varies() {
-        let jitter = Jitter::new(42);
-        let draws: Vec<f64> = (0..1000).map(|_| jitter.next()).collect();
-        assert!(draws.iter().all(|d| (0.0..1.0).contains(d)));
-        assert!(draws.iter().any(|d| *d < 0.1) && draws.iter().any(|d| *d > 0.9));
     }
 }

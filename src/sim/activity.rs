@@ -19,7 +19,6 @@ use tokio::time::MissedTickBehavior;
 
 use super::book::{Account, Book, NewBill, NewPosition};
 use super::records::{coin_name, contract_symbol, Position, CONTRACTS, TAKER_FEE_RATE};
-use super::rng::SplitMix64;
 use super::SimExchange;
 
 const FUNDING_EVERY_TICKS: u64 = 3;
@@ -49,7 +48,7 @@ pub(crate) fn spawn(sim: SimExchange, seed: u64, tick: Duration) -> JoinHandle<(
 /// The generator's own state: its random sequence and the liquidations under way.
 #[derive(Debug)]
 pub(crate) struct Activity {
-    rng: SplitMix64,
+    rng: fastrand::Rng,
     tick: u64,
     /// By (api key, coin id): the position being liquidated and the ticks until it is closed.
     liquidations: BTreeMap<(String, u64), (String, u64)>,
@@ -114,7 +113,7 @@ fn fee_on(value: Decimal) -> Decimal {
 
 impl Activity {
     pub(crate) fn new(seed: u64) -> Self {
-        Self { rng: SplitMix64::new(seed), tick: 0, liquidations: BTreeMap::new() }
+        Self { rng: fastrand::Rng::with_seed(seed), tick: 0, liquidations: BTreeMap::new() }
     }
 
     /// One tick over every account and coin, in key and coin order so a seed replays exactly.
@@ -147,13 +146,13 @@ impl Activity {
             if self.tick % FUNDING_EVERY_TICKS == 0 {
                 self.settle_funding(desk, &position);
             }
-            if self.rng.one_in(6) && position.open_value < collateral * MAX_POSITION_SHARE {
+            if self.rng.u8(..6) == 0 && position.open_value < collateral * MAX_POSITION_SHARE {
                 self.grow(desk, &position);
             }
         }
         let positions = desk.positions();
-        let event = self.rng.between(0, 99);
-        let chosen = self.rng.pick(&positions).map(|position| position.id.clone());
+        let event = self.rng.u64(0..=99);
+        let chosen = self.rng.choice(&positions).map(|position| position.id.clone());
         match (event, chosen) {
             (0..=11, _) if positions.len() < MAX_POSITIONS_PER_COIN => self.open(desk),
             (12..=19, Some(position_id)) => {
@@ -165,7 +164,7 @@ impl Activity {
             (28..=30, _) => self.pay_out(desk),
             (31..=32, Some(position_id)) => {
                 desk.book.set_liquidating(desk.api_key, desk.coin_id, true, desk.now_ms);
-                self.liquidations.insert(slot, (position_id, self.rng.between(2, 4)));
+                self.liquidations.insert(slot, (position_id, self.rng.u64(2..=4)));
             }
             _ => {}
         }
@@ -173,17 +172,17 @@ impl Activity {
 
     /// A fraction drawn uniformly from `low..=high` basis points (hundredths of a percent).
     fn basis_points(&mut self, low: i64, high: i64) -> Decimal {
-        let drawn = Decimal::from(low) + Decimal::from(self.rng.between(0, high.abs_diff(low)));
+        let drawn = Decimal::from(low) + Decimal::from(self.rng.u64(0..=high.abs_diff(low)));
         drawn / Decimal::from(10_000)
     }
 
     /// Opens a position worth 1-10% of the collateral.
     fn open(&mut self, desk: &mut Desk) {
-        let Some(&(contract_id, _)) = self.rng.pick(&CONTRACTS) else {
+        let Some(&(contract_id, _)) = self.rng.choice(&CONTRACTS) else {
             return;
         };
-        let side = if self.rng.one_in(2) { "LONG" } else { "SHORT" };
-        let leverage = Decimal::from(self.rng.between(5, 20));
+        let side = if self.rng.bool() { "LONG" } else { "SHORT" };
+        let leverage = Decimal::from(self.rng.u64(5..=20));
         let open_value = money(desk.collateral() * self.basis_points(100, 1000));
         if open_value <= Decimal::ZERO {
             return;

@@ -16,7 +16,6 @@ mod faults;
 mod limits;
 mod records;
 mod reply;
-mod rng;
 pub mod scale;
 mod server;
 #[cfg(test)]
@@ -36,7 +35,6 @@ pub use server::RequestStats;
 use book::Book;
 use faults::FaultQueue;
 use limits::RateLimiter;
-use rng::SplitMix64;
 
 /// How the simulated exchange behaves where the documentation leaves a choice open.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -108,11 +106,11 @@ impl Credentials {
     /// Random-looking credentials, the same for the same seed (for the demo).
     pub fn generate(seed: u64) -> Self {
         const ALPHANUMERIC: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
-        let mut rng = SplitMix64::new(seed);
-        let mut hex = |words: usize| (0..words).map(|_| format!("{:016x}", rng.next_u64())).collect::<String>();
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut hex = |words: usize| (0..words).map(|_| format!("{:016x}", rng.u64(..))).collect::<String>();
         let api_key = format!("weex_{}", hex(2));
         let secret = hex(4);
-        let passphrase = (0..16).filter_map(|_| rng.pick(ALPHANUMERIC).map(|&b| char::from(b))).collect();
+        let passphrase = (0..16).filter_map(|_| rng.choice(ALPHANUMERIC).map(|&b| char::from(b))).collect();
         Self { api_key, secret, passphrase }
     }
 }
