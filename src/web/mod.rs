@@ -15,7 +15,6 @@ mod config;
 mod duration;
 mod pipeline;
 mod rate_limit;
-mod san;
 mod serve;
 mod tls;
 

@@ -2,7 +2,6 @@
 //! authentication types mapped onto rustls client certificate verifiers.
 
 use super::config::describe_io_error;
-use super::san::{subject_alt_names, SubjectAltName};
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
@@ -16,6 +15,9 @@ use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use x509_parser::certificate::X509Certificate;
+use x509_parser::extensions::GeneralName;
+use x509_parser::prelude::FromDer;
 
 /// exporter-toolkit's `client_auth_type`, named after Go's `tls.ClientAuthType`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -316,20 +318,30 @@ struct AllowedSans {
     allowed: Vec<String>,
 }
 
-impl AllowedSans {
-    fn allows(&self, names: &[SubjectAltName]) -> bool {
-        self.allowed.iter().any(|allowed| names.iter().any(|name| san_matches(name, allowed)))
+/// Whether one of the certificate's subject alternative names equals an allowed value; `None` when
+/// the certificate cannot be read.
+fn certificate_allows(certificate: &[u8], allowed: &[String]) -> Option<bool> {
+    let (_, certificate) = X509Certificate::from_der(certificate).ok()?;
+    let names = certificate.subject_alternative_name().ok()?;
+    let names = names.map(|extension| extension.value.general_names.as_slice()).unwrap_or_default();
+    Some(names.iter().any(|name| allowed.iter().any(|allowed| san_matches(name, allowed))))
+}
+
+/// The kinds of name exporter-toolkit matches: DNS, e-mail, URI exactly, IP as an address.
+fn san_matches(name: &GeneralName, allowed: &str) -> bool {
+    match name {
+        GeneralName::DNSName(text) | GeneralName::RFC822Name(text) | GeneralName::URI(text) => *text == allowed,
+        // Compared as addresses, so `::1` and `0:0:0:0:0:0:0:1` are the same.
+        GeneralName::IPAddress(octets) => ip_address(octets)
+            .zip(allowed.parse::<IpAddr>().ok())
+            .is_some_and(|(name, allowed)| name.to_canonical() == allowed.to_canonical()),
+        _ => false,
     }
 }
 
-fn san_matches(name: &SubjectAltName, allowed: &str) -> bool {
-    match name {
-        SubjectAltName::Dns(text) | SubjectAltName::Email(text) | SubjectAltName::Uri(text) => text == allowed,
-        // Compared as addresses, so `::1` and `0:0:0:0:0:0:0:1` are the same.
-        SubjectAltName::Ip(address) => {
-            allowed.parse::<IpAddr>().is_ok_and(|allowed| allowed.to_canonical() == address.to_canonical())
-        }
-    }
+fn ip_address(octets: &[u8]) -> Option<IpAddr> {
+    let v4 = <[u8; 4]>::try_from(octets).map(IpAddr::from);
+    v4.or_else(|_| <[u8; 16]>::try_from(octets).map(IpAddr::from)).ok()
 }
 
 impl ClientCertVerifier for AllowedSans {
@@ -352,8 +364,8 @@ impl ClientCertVerifier for AllowedSans {
         now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
         let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
-        match subject_alt_names(end_entity) {
-            Some(names) if self.allows(&names) => Ok(verified),
+        match certificate_allows(end_entity, &self.allowed) {
+            Some(true) => Ok(verified),
             Some(_) => Err(rustls::Error::InvalidCertificate(CertificateError::ApplicationVerificationFailure)),
             None => Err(rustls::Error::InvalidCertificate(CertificateError::BadEncoding)),
         }

@@ -145,21 +145,39 @@ fn inline_certificate_key_and_ca_work_like_files() {
     assert!(verifier(&dir, &text).client_auth_mandatory());
 }
 
+fn certificate_with(names: Vec<rcgen::SanType>) -> Vec<u8> {
+    let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    params.subject_alt_names = names;
+    params.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap().der().to_vec()
+}
+
 #[test]
 fn sans_match_exactly_and_ips_as_addresses() {
-    let names = [
-        SubjectAltName::Dns("scraper.example".into()),
-        SubjectAltName::Email("ops@example.com".into()),
-        SubjectAltName::Ip("::1".parse().unwrap()),
-        SubjectAltName::Ip("10.0.0.7".parse().unwrap()),
-    ];
-    let allows = |allowed: &str| names.iter().any(|name| san_matches(name, allowed));
+    let certificate = certificate_with(vec![
+        rcgen::SanType::DnsName("scraper.example".try_into().unwrap()),
+        rcgen::SanType::Rfc822Name("ops@example.com".try_into().unwrap()),
+        rcgen::SanType::URI("spiffe://example/scraper".try_into().unwrap()),
+        rcgen::SanType::IpAddress("::1".parse().unwrap()),
+        rcgen::SanType::IpAddress("10.0.0.7".parse().unwrap()),
+    ]);
+    let allows = |allowed: &str| certificate_allows(&certificate, &[allowed.to_string()]).unwrap();
     assert!(allows("scraper.example"));
     assert!(allows("ops@example.com"));
+    assert!(allows("spiffe://example/scraper"));
     assert!(allows("0:0:0:0:0:0:0:1"));
     assert!(allows("10.0.0.7"));
     assert!(allows("::ffff:10.0.0.7"));
     assert!(!allows("SCRAPER.example"));
     assert!(!allows("other.example"));
     assert!(!allows("10.0.0.8"));
+}
+
+#[test]
+fn a_certificate_without_names_allows_none_and_a_broken_one_is_unreadable() {
+    let allowed = ["a.example".to_string()];
+    assert_eq!(certificate_allows(&certificate_with(Vec::new()), &allowed), Some(false));
+    let certificate = certificate_with(vec![rcgen::SanType::DnsName("a.example".try_into().unwrap())]);
+    assert_eq!(certificate_allows(&certificate, &allowed), Some(true));
+    assert_eq!(certificate_allows(&certificate[..certificate.len() / 2], &allowed), None);
+    assert_eq!(certificate_allows(b"", &allowed), None);
 }
