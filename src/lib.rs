@@ -7,7 +7,8 @@
 //! - [`snapshot`]: what the pollers publish and the exposition reads;
 //! - [`exposition`]: snapshots to the page scrapers read, in the format each asks for;
 //! - [`server`] and [`web`]: the HTTP endpoints, and the server around them (TLS, auth, limits);
-//! - [`config`]: flags, environment and YAML, validated once at start;
+//! - [`config`]: flags, environment and YAML, validated once at start; [`duration`]: the two
+//!   duration notations it reads;
 //! - [`app`]: wires them together; [`logging`]: logfmt or JSON logs;
 //! - [`sim`]: the simulated exchange (demo mode and tests).
 
@@ -16,6 +17,7 @@
 pub mod api;
 pub mod app;
 pub mod config;
+pub mod duration;
 pub mod exposition;
 pub mod logging;
 pub mod poller;

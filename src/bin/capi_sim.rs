@@ -2,7 +2,7 @@
 //! each with its own key, served until Ctrl-C or SIGTERM. Not part of the exporter.
 
 use anyhow::Context as _;
-use capi_exporter::config::duration::parse_duration;
+use capi_exporter::duration::parse_prometheus;
 use capi_exporter::sim::scale::{populate, write_account_files, ScaleSpec};
 use capi_exporter::sim::{SimExchange, SimOptions};
 use clap::Parser;
@@ -37,7 +37,7 @@ struct SimCli {
     #[arg(long = "weight-per-10s", default_value_t = 0)]
     weight_per_10s: u32,
     /// Make up trades, funding and transfers this often (e.g. 1s); none when absent.
-    #[arg(long = "activity-tick", value_parser = parse_duration)]
+    #[arg(long = "activity-tick", value_parser = parse_prometheus)]
     activity_tick: Option<Duration>,
 }
 

@@ -2,14 +2,13 @@
 //! at start into plain typed structs. Credentials come only from the environment or from files,
 //! never from flags, so they never show in `ps` or shell history.
 
-pub mod duration;
 mod file;
 pub mod shard;
 
 use crate::api::{Credentials, Secret};
+use crate::duration::parse_prometheus;
 use crate::web::{WebConfig, WebSettings};
 use clap::{Parser, ValueEnum};
-use duration::parse_duration;
 pub use file::parse_accounts;
 use shard::Shard;
 use std::net::SocketAddr;
@@ -67,7 +66,7 @@ pub struct Cli {
     #[arg(long = "api.account-name", env = "CAPI_API_ACCOUNT_NAME", default_value = "default")]
     pub api_account_name: String,
     /// Longest wait for one answer of the exchange.
-    #[arg(long = "api.timeout", env = "CAPI_API_TIMEOUT", default_value = "10s", value_parser = parse_duration)]
+    #[arg(long = "api.timeout", env = "CAPI_API_TIMEOUT", default_value = "10s", value_parser = parse_prometheus)]
     pub api_timeout: Duration,
     /// Request weight the exchange allows per IP per 10 s, shared by every account polled here.
     #[arg(long = "api.ip-weight-budget", env = "CAPI_API_IP_WEIGHT_BUDGET", default_value_t = 500, value_parser = clap::value_parser!(u32).range(10..))]
@@ -79,17 +78,17 @@ pub struct Cli {
     #[arg(long = "api.locale", env = "CAPI_API_LOCALE", default_value = "en-US")]
     pub api_locale: String,
     /// How often each account is polled.
-    #[arg(long = "poll.interval", env = "CAPI_POLL_INTERVAL", default_value = "15s", value_parser = parse_duration)]
+    #[arg(long = "poll.interval", env = "CAPI_POLL_INTERVAL", default_value = "15s", value_parser = parse_prometheus)]
     pub poll_interval: Duration,
     /// How late a bill may become visible after its creation time and still be counted.
-    #[arg(long = "bills.overlap", env = "CAPI_BILLS_OVERLAP", default_value = "60s", value_parser = parse_duration)]
+    #[arg(long = "bills.overlap", env = "CAPI_BILLS_OVERLAP", default_value = "60s", value_parser = parse_prometheus)]
     pub bills_overlap: Duration,
     /// At the first start (no saved state), also count bills created this long before it.
-    #[arg(long = "bills.backfill", env = "CAPI_BILLS_BACKFILL", value_parser = parse_duration)]
+    #[arg(long = "bills.backfill", env = "CAPI_BILLS_BACKFILL", value_parser = parse_prometheus)]
     pub bills_backfill: Option<Duration>,
     /// Withdraw an account's figures from /metrics when its last successful poll is older than
     /// this. Default: five poll intervals, at least 1m.
-    #[arg(long = "data.max-age", env = "CAPI_DATA_MAX_AGE", value_parser = parse_duration)]
+    #[arg(long = "data.max-age", env = "CAPI_DATA_MAX_AGE", value_parser = parse_prometheus)]
     pub data_max_age: Option<Duration>,
     /// File keeping the bill cursor and counters across restarts.
     #[arg(long = "state.file", env = "CAPI_STATE_FILE")]
@@ -107,7 +106,7 @@ pub struct Cli {
     #[arg(long = "web.max-requests", env = "CAPI_WEB_MAX_REQUESTS", default_value_t = WebSettings::DEFAULT_MAX_REQUESTS)]
     pub web_max_requests: usize,
     /// Longest time to answer one HTTP request; slower ones get 503.
-    #[arg(long = "web.request-timeout", env = "CAPI_WEB_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_duration)]
+    #[arg(long = "web.request-timeout", env = "CAPI_WEB_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_prometheus)]
     pub web_request_timeout: Duration,
     /// Path of the metrics endpoint.
     #[arg(long = "web.telemetry-path", env = "CAPI_WEB_TELEMETRY_PATH", default_value = "/metrics")]

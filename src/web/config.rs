@@ -13,10 +13,10 @@
 //! names must be unique and free of `:`, which Basic auth cannot carry.
 
 use super::auth::PasswordHash;
-use super::duration::parse_go_duration;
 use super::rate_limit::RateLimit;
 use super::tls::{ClientAuth, PemSource, TlsSettings, TlsVersion};
 use super::WebError;
+use crate::duration::parse_go;
 use axum::http::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -355,9 +355,9 @@ fn rate_limit(raw: RawRateLimit) -> Result<Option<RateLimit>, WebError> {
     let interval = match raw.interval {
         None => return Ok(None),
         Some(RawDuration::Nanoseconds(nanoseconds)) => std::time::Duration::from_nanos(nanoseconds),
-        Some(RawDuration::Text(text)) => parse_go_duration(&text).ok_or_else(|| {
-            WebError::config(format!("rate_limit.interval: {text:?} is not a duration; write it like 1s or 100ms"))
-        })?,
+        Some(RawDuration::Text(text)) => {
+            parse_go(&text).map_err(|error| WebError::config(format!("rate_limit.interval: {error}")))?
+        }
     };
     if interval.is_zero() {
         return Ok(None);

@@ -12,7 +12,6 @@
 
 mod auth;
 mod config;
-mod duration;
 mod pipeline;
 mod rate_limit;
 mod serve;
