@@ -261,7 +261,7 @@ macro_rules! record {
                 const COUNT: usize = [$(stringify!($text),)* $(stringify!($num),)*].len();
                 let mut found: [Option<$crate::api::json::Json<'_>>; COUNT] = [const { None }; COUNT];
                 for (key, value) in object.iter() {
-                    let field = match key.as_ref() {
+                    let field = match key {
                         $(stringify!($text) => Field::$text,)*
                         $(stringify!($num) => Field::$num,)*
                         _ => continue,

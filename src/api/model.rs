@@ -315,9 +315,9 @@ fn decode_map<T>(
     for (key, value) in values.iter().flat_map(JsonObject::iter) {
         match value.object() {
             Some(object) => {
-                records.insert(key.into_owned(), decode(&object, problems));
+                records.insert(key.to_owned(), decode(&object, problems));
             }
-            None => problems.push(DecodeProblem { record, field: key.into_owned(), detail: "not an object" }),
+            None => problems.push(DecodeProblem { record, field: key.to_owned(), detail: "not an object" }),
         }
     }
     ByContract(records.into_iter().collect())
