@@ -20,39 +20,18 @@ pub struct DecodeProblem {
     pub detail: &'static str,
 }
 
-/// How a numeric field turns into a gauge value and a metric name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Unit {
-    /// A plain number or decimal.
-    Plain,
-    /// A boolean, exposed as 0 or 1.
-    Boolean,
-    /// Milliseconds since the epoch, exposed in seconds as `..._timestamp_seconds`.
-    TimestampMillis,
-    /// A duration in milliseconds, exposed in seconds.
-    DurationMillis,
-}
-
 /// A value type that a record field can hold.
 pub trait FieldValue: Sized {
-    const UNIT: Unit;
     fn decode(value: Json<'_>) -> Result<Self, &'static str>;
-    /// The gauge value, exact: milliseconds become seconds with three decimals.
-    fn as_decimal(&self) -> Decimal;
 }
 
 impl FieldValue for Decimal {
-    const UNIT: Unit = Unit::Plain;
     fn decode(value: Json<'_>) -> Result<Self, &'static str> {
         decimal(value)
-    }
-    fn as_decimal(&self) -> Decimal {
-        *self
     }
 }
 
 impl FieldValue for bool {
-    const UNIT: Unit = Unit::Boolean;
     fn decode(value: Json<'_>) -> Result<Self, &'static str> {
         match value.scalar() {
             Scalar::Bool(b) => Ok(b),
@@ -63,9 +42,6 @@ impl FieldValue for bool {
             _ => Err("not a boolean"),
         }
     }
-    fn as_decimal(&self) -> Decimal {
-        Decimal::from(u8::from(*self))
-    }
 }
 
 /// Milliseconds since the epoch.
@@ -73,12 +49,8 @@ impl FieldValue for bool {
 pub struct Millis(pub i64);
 
 impl FieldValue for Millis {
-    const UNIT: Unit = Unit::TimestampMillis;
     fn decode(value: Json<'_>) -> Result<Self, &'static str> {
         integer(value).map(Millis)
-    }
-    fn as_decimal(&self) -> Decimal {
-        Decimal::new(self.0, 3)
     }
 }
 
@@ -87,12 +59,8 @@ impl FieldValue for Millis {
 pub struct DurationMillis(pub i64);
 
 impl FieldValue for DurationMillis {
-    const UNIT: Unit = Unit::DurationMillis;
     fn decode(value: Json<'_>) -> Result<Self, &'static str> {
         integer(value).map(DurationMillis)
-    }
-    fn as_decimal(&self) -> Decimal {
-        Decimal::new(self.0, 3)
     }
 }
 
@@ -213,42 +181,27 @@ impl<'r, 'a> FieldReader<'r, 'a> {
     }
 }
 
-/// One numeric field of a record, as the metrics layer walks it.
-pub struct NumericField<R> {
-    /// The field name as the exchange spells it; the metric is named after it.
-    pub name: &'static str,
-    pub help: &'static str,
-    pub unit: Unit,
-    pub value: fn(&R) -> Option<Decimal>,
-}
-
-/// Declares a record once: its typed struct, its lenient decoder and the list of its numeric
-/// fields, so that a field cannot be decoded and then forgotten by the metrics (or the reverse).
+/// Declares a record once: its typed struct (fields named as the exchange spells them), its
+/// lenient decoder and the names of its numeric fields, against which the exposition's tests
+/// check that each has its gauge.
 macro_rules! record {
     (
         $(#[$meta:meta])*
         pub struct $name:ident as $kind:literal {
             text { $($text:ident),* $(,)? }
-            numbers { $($num:ident : $ty:ty => $help:literal),* $(,)? }
+            numbers { $($num:ident : $ty:ty),* $(,)? }
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Default, PartialEq)]
         pub struct $name {
             $(pub $text: Option<String>,)*
-            $(#[doc = $help] pub $num: Option<$ty>,)*
+            $(pub $num: Option<$ty>,)*
         }
 
         impl $name {
-            /// The numeric fields, in declaration order.
-            pub const NUMERIC_FIELDS: &'static [$crate::api::fields::NumericField<Self>] = &[
-                $($crate::api::fields::NumericField {
-                    name: stringify!($num),
-                    help: $help,
-                    unit: <$ty as $crate::api::fields::FieldValue>::UNIT,
-                    value: |r: &Self| r.$num.as_ref().map($crate::api::fields::FieldValue::as_decimal),
-                },)*
-            ];
+            /// The names of the numeric fields, in declaration order.
+            pub const NUMERIC_FIELDS: &'static [&'static str] = &[$(stringify!($num),)*];
 
             /// Finds the fields in one walk over the object's members (the last of a repeated
             /// name counts), then decodes them.

@@ -124,14 +124,14 @@ record! {
     pub struct FeeSetting as "fee_setting" {
         text { contract_id }
         numbers {
-            is_set_fee_rate: bool => "Whether fee rates are set (1) or not (0)",
-            taker_fee_rate: Decimal => "Taker fee rate",
-            maker_fee_rate: Decimal => "Maker fee rate",
-            is_set_fee_discount: bool => "Whether fee discounts are enabled (1) or not (0)",
-            fee_discount: Decimal => "Fee rate discount",
-            is_set_taker_maker_fee_discount: bool => "Whether separate taker and maker discounts apply (1) or not (0)",
-            taker_fee_discount: Decimal => "Taker fee rate discount",
-            maker_fee_discount: Decimal => "Maker fee rate discount",
+            is_set_fee_rate: bool,
+            taker_fee_rate: Decimal,
+            maker_fee_rate: Decimal,
+            is_set_fee_discount: bool,
+            fee_discount: Decimal,
+            is_set_taker_maker_fee_discount: bool,
+            taker_fee_discount: Decimal,
+            maker_fee_discount: Decimal,
         }
     }
 }
@@ -149,10 +149,10 @@ record! {
     pub struct LeverageSetting as "leverage_setting" {
         text { contract_id }
         numbers {
-            isolated_long_leverage: Decimal => "Isolated long position leverage",
-            isolated_short_leverage: Decimal => "Isolated short position leverage",
-            cross_leverage: Decimal => "Cross margin leverage",
-            shared_leverage: Decimal => "Shared leverage",
+            isolated_long_leverage: Decimal,
+            isolated_short_leverage: Decimal,
+            cross_leverage: Decimal,
+            shared_leverage: Decimal,
         }
     }
 }
@@ -162,11 +162,11 @@ record! {
     pub struct AccountFields as "account" {
         text { id, user_id, client_account_id, extra_type, extra_data_json, status }
         numbers {
-            is_system_account: bool => "Whether the account is a system account (1) or not (0)",
-            create_order_rate_limit_per_minute: Decimal => "Order creation rate limit per minute",
-            create_order_delay_milliseconds: DurationMillis => "Order creation delay",
-            created_time: Millis => "Account creation time",
-            updated_time: Millis => "Account update time",
+            is_system_account: bool,
+            create_order_rate_limit_per_minute: Decimal,
+            create_order_delay_milliseconds: DurationMillis,
+            created_time: Millis,
+            updated_time: Millis,
         }
     }
 }
@@ -176,30 +176,30 @@ record! {
     pub struct Collateral as "collateral" {
         text { account_id, coin_id, margin_mode, cross_contract_id, isolated_position_id }
         numbers {
-            amount: Decimal => "Collateral amount",
-            pending_deposit_amount: Decimal => "Pending deposit amount",
-            pending_withdraw_amount: Decimal => "Pending withdrawal amount",
-            pending_transfer_in_amount: Decimal => "Pending inbound transfer amount",
-            pending_transfer_out_amount: Decimal => "Pending outbound transfer amount",
-            is_liquidating: bool => "Whether liquidation is in progress (1) or not (0)",
-            legacy_amount: Decimal => "Legacy balance, display only",
-            cum_deposit_amount: Decimal => "Accumulated deposits, as reported by the exchange",
-            cum_withdraw_amount: Decimal => "Accumulated withdrawals, as reported by the exchange",
-            cum_transfer_in_amount: Decimal => "Accumulated inbound transfers, as reported by the exchange",
-            cum_transfer_out_amount: Decimal => "Accumulated outbound transfers, as reported by the exchange",
-            cum_margin_move_in_amount: Decimal => "Accumulated margin moved in, as reported by the exchange",
-            cum_margin_move_out_amount: Decimal => "Accumulated margin moved out, as reported by the exchange",
-            cum_position_open_long_amount: Decimal => "Accumulated collateral for long position openings",
-            cum_position_open_short_amount: Decimal => "Accumulated collateral for short position openings",
-            cum_position_close_long_amount: Decimal => "Accumulated collateral for long position closings",
-            cum_position_close_short_amount: Decimal => "Accumulated collateral for short position closings",
-            cum_position_fill_fee_amount: Decimal => "Accumulated trading fees for filled orders",
-            cum_position_liquidate_fee_amount: Decimal => "Accumulated liquidation fees",
-            cum_position_funding_amount: Decimal => "Accumulated funding fees",
-            cum_order_fill_fee_income_amount: Decimal => "Accumulated order fee income",
-            cum_order_liquidate_fee_income_amount: Decimal => "Accumulated liquidation fee income",
-            created_time: Millis => "Collateral record creation time",
-            updated_time: Millis => "Collateral record update time",
+            amount: Decimal,
+            pending_deposit_amount: Decimal,
+            pending_withdraw_amount: Decimal,
+            pending_transfer_in_amount: Decimal,
+            pending_transfer_out_amount: Decimal,
+            is_liquidating: bool,
+            legacy_amount: Decimal,
+            cum_deposit_amount: Decimal,
+            cum_withdraw_amount: Decimal,
+            cum_transfer_in_amount: Decimal,
+            cum_transfer_out_amount: Decimal,
+            cum_margin_move_in_amount: Decimal,
+            cum_margin_move_out_amount: Decimal,
+            cum_position_open_long_amount: Decimal,
+            cum_position_open_short_amount: Decimal,
+            cum_position_close_long_amount: Decimal,
+            cum_position_close_short_amount: Decimal,
+            cum_position_fill_fee_amount: Decimal,
+            cum_position_liquidate_fee_amount: Decimal,
+            cum_position_funding_amount: Decimal,
+            cum_order_fill_fee_income_amount: Decimal,
+            cum_order_liquidate_fee_income_amount: Decimal,
+            created_time: Millis,
+            updated_time: Millis,
         }
     }
 }
@@ -209,25 +209,25 @@ record! {
     pub struct Position as "position" {
         text { id, account_id, coin_id, contract_id, side, margin_mode, separated_mode, separated_open_order_id }
         numbers {
-            leverage: Decimal => "Position leverage",
-            size: Decimal => "Current position size",
-            open_value: Decimal => "Initial value at opening",
-            open_fee: Decimal => "Opening fee",
-            funding_fee: Decimal => "Funding fee",
-            isolated_margin: Decimal => "Isolated margin",
-            is_auto_append_isolated_margin: bool => "Whether isolated margin is topped up automatically (1) or not (0)",
-            cum_open_size: Decimal => "Accumulated opened size",
-            cum_open_value: Decimal => "Accumulated value of openings",
-            cum_open_fee: Decimal => "Accumulated fees for openings",
-            cum_close_size: Decimal => "Accumulated closed size",
-            cum_close_value: Decimal => "Accumulated value of closings",
-            cum_close_fee: Decimal => "Accumulated fees for closings",
-            cum_funding_fee: Decimal => "Accumulated settled funding fees",
-            cum_liquidate_fee: Decimal => "Accumulated liquidation fees",
-            created_match_sequence_id: Decimal => "Matching engine sequence id at creation (exact up to 2^53)",
-            updated_match_sequence_id: Decimal => "Matching engine sequence id at the last update (exact up to 2^53)",
-            created_time: Millis => "Position creation time",
-            updated_time: Millis => "Position update time",
+            leverage: Decimal,
+            size: Decimal,
+            open_value: Decimal,
+            open_fee: Decimal,
+            funding_fee: Decimal,
+            isolated_margin: Decimal,
+            is_auto_append_isolated_margin: bool,
+            cum_open_size: Decimal,
+            cum_open_value: Decimal,
+            cum_open_fee: Decimal,
+            cum_close_size: Decimal,
+            cum_close_value: Decimal,
+            cum_close_fee: Decimal,
+            cum_funding_fee: Decimal,
+            cum_liquidate_fee: Decimal,
+            created_match_sequence_id: Decimal,
+            updated_match_sequence_id: Decimal,
+            created_time: Millis,
+            updated_time: Millis,
         }
     }
 }

@@ -2,20 +2,19 @@
 //! and what the poller did. Every account's lines list the same families in the same order, so
 //! that a page is written family by family over all accounts.
 //!
-//! Every numeric field of a record becomes one gauge named after it (the fields are listed with
-//! the models, see [`crate::api::fields::NumericField`]), so a field cannot be decoded and
-//! forgotten. Series exist only for records in the latest snapshot: a closed position's series
-//! disappear at the next poll.
+//! Every numeric field of a record becomes one gauge, named here, in the tables below: renaming a
+//! field of the models renames no metric, and a test checks that every numeric field the models
+//! decode has its gauge. Series exist only for records in the latest snapshot: a closed
+//! position's series disappear at the next poll.
 
 use super::format::{Family, Lines, RenderedLabels};
-use crate::api::fields::{NumericField, Unit};
+use crate::api::fields::{DurationMillis, Millis};
 use crate::api::model::{Account, AccountInfo, ByContract};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
 use crate::snapshot::counters::{FlowKey, Loss};
 use crate::snapshot::AccountSnapshot;
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;
-use std::sync::LazyLock;
 
 pub(super) const UP: Family = Family::gauge(
     "capi_up",
@@ -88,7 +87,7 @@ impl<'a> View<'a> {
     fn write_account(&self, lines: &mut Lines) {
         let account = self.account();
         let rows: Vec<(&RenderedLabels, &AccountFields)> = account.iter().map(|a| (&self.account, &a.fields)).collect();
-        write_record_fields(lines, &ACCOUNT_FIELDS, &rows);
+        write_record_fields(lines, ACCOUNT_GAUGES, &rows);
         let info = account.map(|a| {
             let f = &a.fields;
             let labels = [
@@ -119,11 +118,11 @@ impl<'a> View<'a> {
             .map(|setting| (self.account.clone(), setting))
             .into_iter()
             .collect();
-        for group in FEE_GROUPS.iter() {
+        for group in &FEE_GROUPS {
             for (family, rows) in [(&group.per_contract, &per_contract), (&group.default, &defaults)] {
                 let samples = rows.iter().flat_map(|(labels, setting)| {
-                    group.members.iter().filter_map(move |(value, get)| {
-                        let extra = (!group.label.is_empty()).then_some([(group.label, *value)]);
+                    group.members.iter().filter_map(move |(label_value, get)| {
+                        let extra = (!group.label.is_empty()).then_some([(group.label, *label_value)]);
                         get(setting).map(|v| ((labels, extra), v))
                     })
                 });
@@ -134,13 +133,9 @@ impl<'a> View<'a> {
 
     /// Leverage settings as one metric with a `kind` label, and mode settings as an info gauge.
     fn write_contract_settings(&self, lines: &mut Lines, account: Option<&Account>) {
-        let kinds: Vec<_> = LeverageSetting::NUMERIC_FIELDS
-            .iter()
-            .map(|f| ([("kind", f.name.trim_end_matches("_leverage"))], f.value))
-            .collect();
         let rows = contract_rows(&self.account, account, |a| &a.leverage_settings);
         let leverage = rows.iter().flat_map(|(labels, setting)| {
-            kinds.iter().filter_map(move |(kind, value)| value(setting).map(|v| ((labels, kind), v)))
+            LEVERAGE_KINDS.iter().filter_map(move |(kind, get)| get(setting).map(|v| ((labels, [("kind", *kind)]), v)))
         });
         lines.family(&LEVERAGE, leverage);
         let modes = account.into_iter().flat_map(|a| {
@@ -168,7 +163,7 @@ impl<'a> View<'a> {
             (RenderedLabels::new(&(&self.account, labels)), c)
         });
         let rows = unique(rows);
-        write_record_fields(lines, &COLLATERAL_FIELDS, &rows.iter().map(|(l, c)| (l, *c)).collect::<Vec<_>>());
+        write_record_fields(lines, COLLATERAL_GAUGES, &rows.iter().map(|(l, c)| (l, *c)).collect::<Vec<_>>());
     }
 
     fn write_positions(&self, lines: &mut Lines) {
@@ -183,7 +178,7 @@ impl<'a> View<'a> {
             (RenderedLabels::new(&(&self.account, labels)), p)
         });
         let rows = unique(rows);
-        write_record_fields(lines, &POSITION_FIELDS, &rows.iter().map(|(l, p)| (l, *p)).collect::<Vec<_>>());
+        write_record_fields(lines, POSITION_GAUGES, &rows.iter().map(|(l, p)| (l, *p)).collect::<Vec<_>>());
         let info = rows.iter().map(|(labels, p)| {
             let extra = [
                 ("separated_mode", text(&p.separated_mode)),
@@ -225,9 +220,6 @@ impl<'a> View<'a> {
     }
 }
 
-/// How a gauge's value is read from a record.
-type Read<R> = fn(&R) -> Option<Decimal>;
-
 /// How old each coin's figures of an account are, whether or not they are still shown.
 pub(super) fn write_data_age(account: &str, fetched_at_ms: &BTreeMap<u64, i64>, now_ms: i64, lines: &mut Lines) {
     let ages = fetched_at_ms.iter().map(|(coin, at)| {
@@ -237,38 +229,117 @@ pub(super) fn write_data_age(account: &str, fetched_at_ms: &BTreeMap<u64, i64>, 
     lines.family(&DATA_AGE, ages);
 }
 
-/// A gauge per numeric field of a record, with how to read the field.
-type FieldFamilies<R> = Vec<(Family, Read<R>)>;
-
-static ACCOUNT_FIELDS: LazyLock<FieldFamilies<AccountFields>> =
-    LazyLock::new(|| field_families("capi_account", AccountFields::NUMERIC_FIELDS));
-static COLLATERAL_FIELDS: LazyLock<FieldFamilies<Collateral>> =
-    LazyLock::new(|| field_families("capi_collateral", Collateral::NUMERIC_FIELDS));
-static POSITION_FIELDS: LazyLock<FieldFamilies<Position>> =
-    LazyLock::new(|| field_families("capi_position", Position::NUMERIC_FIELDS));
-
-/// The families of a record's fields. Their names are made once and live as long as the
-/// program, like the names written in the code.
-fn field_families<R>(prefix: &str, fields: &'static [NumericField<R>]) -> FieldFamilies<R> {
-    let name = |field: &NumericField<R>| -> &'static str { metric_name(prefix, field.name, field.unit).leak() };
-    fields.iter().map(|field| (Family::gauge(name(field), field.help), field.value)).collect()
+/// How a field's value is shown: exact, with milliseconds as seconds (three decimals).
+trait GaugeValue {
+    fn gauge(&self) -> Decimal;
 }
 
-/// One gauge per numeric field, over the rows, whose labels were written once, not per field.
-fn write_record_fields<R>(lines: &mut Lines, families: &'static FieldFamilies<R>, rows: &[(&RenderedLabels, &R)]) {
-    for (family, value) in families {
-        let samples = rows.iter().filter_map(|(labels, record)| value(record).map(|v| (labels, v)));
-        lines.family(family, samples);
+impl GaugeValue for Decimal {
+    fn gauge(&self) -> Decimal {
+        *self
     }
 }
 
-/// Millisecond times become seconds: `updated_time` -> `updated_timestamp_seconds`,
-/// `create_order_delay_milliseconds` -> `create_order_delay_seconds`.
-pub fn metric_name(prefix: &str, field: &str, unit: Unit) -> String {
-    match unit {
-        Unit::TimestampMillis => format!("{prefix}_{}_timestamp_seconds", field.trim_end_matches("_time")),
-        Unit::DurationMillis => format!("{prefix}_{}_seconds", field.trim_end_matches("_milliseconds")),
-        Unit::Plain | Unit::Boolean => format!("{prefix}_{field}"),
+impl GaugeValue for bool {
+    fn gauge(&self) -> Decimal {
+        Decimal::from(u8::from(*self))
+    }
+}
+
+impl GaugeValue for Millis {
+    fn gauge(&self) -> Decimal {
+        Decimal::new(self.0, 3)
+    }
+}
+
+impl GaugeValue for DurationMillis {
+    fn gauge(&self) -> Decimal {
+        Decimal::new(self.0, 3)
+    }
+}
+
+fn value<T: GaugeValue>(field: &Option<T>) -> Option<Decimal> {
+    field.as_ref().map(GaugeValue::gauge)
+}
+
+/// How a gauge's value is read from a record.
+type Read<R> = fn(&R) -> Option<Decimal>;
+
+/// The gauge of one numeric field of a record.
+struct FieldGauge<R> {
+    family: Family,
+    value: Read<R>,
+}
+
+/// `field => "metric name", "help";` for each numeric field of a record.
+macro_rules! field_gauges {
+    ($record:ty { $($field:ident => $name:literal, $help:literal;)* }) => {
+        &[$(FieldGauge::<$record> { family: Family::gauge($name, $help), value: |record| value(&record.$field) },)*]
+    };
+}
+
+const ACCOUNT_GAUGES: &[FieldGauge<AccountFields>] = field_gauges!(AccountFields {
+    is_system_account => "capi_account_is_system_account", "Whether the account is a system account (1) or not (0)";
+    create_order_rate_limit_per_minute => "capi_account_create_order_rate_limit_per_minute", "Order creation rate limit per minute";
+    create_order_delay_milliseconds => "capi_account_create_order_delay_seconds", "Order creation delay";
+    created_time => "capi_account_created_timestamp_seconds", "Account creation time";
+    updated_time => "capi_account_updated_timestamp_seconds", "Account update time";
+});
+
+const COLLATERAL_GAUGES: &[FieldGauge<Collateral>] = field_gauges!(Collateral {
+    amount => "capi_collateral_amount", "Collateral amount";
+    pending_deposit_amount => "capi_collateral_pending_deposit_amount", "Pending deposit amount";
+    pending_withdraw_amount => "capi_collateral_pending_withdraw_amount", "Pending withdrawal amount";
+    pending_transfer_in_amount => "capi_collateral_pending_transfer_in_amount", "Pending inbound transfer amount";
+    pending_transfer_out_amount => "capi_collateral_pending_transfer_out_amount", "Pending outbound transfer amount";
+    is_liquidating => "capi_collateral_is_liquidating", "Whether liquidation is in progress (1) or not (0)";
+    legacy_amount => "capi_collateral_legacy_amount", "Legacy balance, display only";
+    cum_deposit_amount => "capi_collateral_cum_deposit_amount", "Accumulated deposits, as reported by the exchange";
+    cum_withdraw_amount => "capi_collateral_cum_withdraw_amount", "Accumulated withdrawals, as reported by the exchange";
+    cum_transfer_in_amount => "capi_collateral_cum_transfer_in_amount", "Accumulated inbound transfers, as reported by the exchange";
+    cum_transfer_out_amount => "capi_collateral_cum_transfer_out_amount", "Accumulated outbound transfers, as reported by the exchange";
+    cum_margin_move_in_amount => "capi_collateral_cum_margin_move_in_amount", "Accumulated margin moved in, as reported by the exchange";
+    cum_margin_move_out_amount => "capi_collateral_cum_margin_move_out_amount", "Accumulated margin moved out, as reported by the exchange";
+    cum_position_open_long_amount => "capi_collateral_cum_position_open_long_amount", "Accumulated collateral for long position openings";
+    cum_position_open_short_amount => "capi_collateral_cum_position_open_short_amount", "Accumulated collateral for short position openings";
+    cum_position_close_long_amount => "capi_collateral_cum_position_close_long_amount", "Accumulated collateral for long position closings";
+    cum_position_close_short_amount => "capi_collateral_cum_position_close_short_amount", "Accumulated collateral for short position closings";
+    cum_position_fill_fee_amount => "capi_collateral_cum_position_fill_fee_amount", "Accumulated trading fees for filled orders";
+    cum_position_liquidate_fee_amount => "capi_collateral_cum_position_liquidate_fee_amount", "Accumulated liquidation fees";
+    cum_position_funding_amount => "capi_collateral_cum_position_funding_amount", "Accumulated funding fees";
+    cum_order_fill_fee_income_amount => "capi_collateral_cum_order_fill_fee_income_amount", "Accumulated order fee income";
+    cum_order_liquidate_fee_income_amount => "capi_collateral_cum_order_liquidate_fee_income_amount", "Accumulated liquidation fee income";
+    created_time => "capi_collateral_created_timestamp_seconds", "Collateral record creation time";
+    updated_time => "capi_collateral_updated_timestamp_seconds", "Collateral record update time";
+});
+
+const POSITION_GAUGES: &[FieldGauge<Position>] = field_gauges!(Position {
+    leverage => "capi_position_leverage", "Position leverage";
+    size => "capi_position_size", "Current position size";
+    open_value => "capi_position_open_value", "Initial value at opening";
+    open_fee => "capi_position_open_fee", "Opening fee";
+    funding_fee => "capi_position_funding_fee", "Funding fee";
+    isolated_margin => "capi_position_isolated_margin", "Isolated margin";
+    is_auto_append_isolated_margin => "capi_position_is_auto_append_isolated_margin", "Whether isolated margin is topped up automatically (1) or not (0)";
+    cum_open_size => "capi_position_cum_open_size", "Accumulated opened size";
+    cum_open_value => "capi_position_cum_open_value", "Accumulated value of openings";
+    cum_open_fee => "capi_position_cum_open_fee", "Accumulated fees for openings";
+    cum_close_size => "capi_position_cum_close_size", "Accumulated closed size";
+    cum_close_value => "capi_position_cum_close_value", "Accumulated value of closings";
+    cum_close_fee => "capi_position_cum_close_fee", "Accumulated fees for closings";
+    cum_funding_fee => "capi_position_cum_funding_fee", "Accumulated settled funding fees";
+    cum_liquidate_fee => "capi_position_cum_liquidate_fee", "Accumulated liquidation fees";
+    created_match_sequence_id => "capi_position_created_match_sequence_id", "Matching engine sequence id at creation (exact up to 2^53)";
+    updated_match_sequence_id => "capi_position_updated_match_sequence_id", "Matching engine sequence id at the last update (exact up to 2^53)";
+    created_time => "capi_position_created_timestamp_seconds", "Position creation time";
+    updated_time => "capi_position_updated_timestamp_seconds", "Position update time";
+});
+
+/// One gauge per numeric field, over the rows, whose labels were written once, not per field.
+fn write_record_fields<R>(lines: &mut Lines, gauges: &'static [FieldGauge<R>], rows: &[(&RenderedLabels, &R)]) {
+    for gauge in gauges {
+        let samples = rows.iter().filter_map(|(labels, record)| (gauge.value)(record).map(|v| (labels, v)));
+        lines.family(&gauge.family, samples);
     }
 }
 
@@ -278,44 +349,67 @@ struct FeeGroup {
     per_contract: Family,
     default: Family,
     label: &'static str,
-    members: Vec<(&'static str, Read<FeeSetting>)>,
+    members: &'static [(&'static str, Read<FeeSetting>)],
 }
 
-static FEE_GROUPS: LazyLock<Vec<FeeGroup>> = LazyLock::new(|| {
-    // (family suffix, help, label, [(label value, field)])
-    type Group = (&'static str, &'static str, &'static str, &'static [(&'static str, &'static str)]);
-    let groups: [Group; 6] = [
-        ("fee_rate", "Fee rate by role", "role", &[("taker", "taker_fee_rate"), ("maker", "maker_fee_rate")]),
-        ("fee_rate_set", "Whether fee rates are set (1) or not (0)", "", &[("", "is_set_fee_rate")]),
-        ("fee_discount", "Fee rate discount", "", &[("", "fee_discount")]),
-        ("fee_discount_set", "Whether fee discounts are enabled (1) or not (0)", "", &[("", "is_set_fee_discount")]),
-        (
-            "fee_role_discount",
-            "Fee rate discount by role",
-            "role",
-            &[("taker", "taker_fee_discount"), ("maker", "maker_fee_discount")],
+const FEE_GROUPS: [FeeGroup; 6] = [
+    FeeGroup {
+        per_contract: Family::gauge("capi_account_fee_rate", "Fee rate by role"),
+        default: Family::gauge("capi_account_default_fee_rate", "Fee rate by role"),
+        label: "role",
+        members: &[("taker", |f| value(&f.taker_fee_rate)), ("maker", |f| value(&f.maker_fee_rate))],
+    },
+    FeeGroup {
+        per_contract: Family::gauge("capi_account_fee_rate_set", "Whether fee rates are set (1) or not (0)"),
+        default: Family::gauge("capi_account_default_fee_rate_set", "Whether fee rates are set (1) or not (0)"),
+        label: "",
+        members: &[("", |f| value(&f.is_set_fee_rate))],
+    },
+    FeeGroup {
+        per_contract: Family::gauge("capi_account_fee_discount", "Fee rate discount"),
+        default: Family::gauge("capi_account_default_fee_discount", "Fee rate discount"),
+        label: "",
+        members: &[("", |f| value(&f.fee_discount))],
+    },
+    FeeGroup {
+        per_contract: Family::gauge(
+            "capi_account_fee_discount_set",
+            "Whether fee discounts are enabled (1) or not (0)",
         ),
-        (
-            "fee_role_discount_set",
+        default: Family::gauge(
+            "capi_account_default_fee_discount_set",
+            "Whether fee discounts are enabled (1) or not (0)",
+        ),
+        label: "",
+        members: &[("", |f| value(&f.is_set_fee_discount))],
+    },
+    FeeGroup {
+        per_contract: Family::gauge("capi_account_fee_role_discount", "Fee rate discount by role"),
+        default: Family::gauge("capi_account_default_fee_role_discount", "Fee rate discount by role"),
+        label: "role",
+        members: &[("taker", |f| value(&f.taker_fee_discount)), ("maker", |f| value(&f.maker_fee_discount))],
+    },
+    FeeGroup {
+        per_contract: Family::gauge(
+            "capi_account_fee_role_discount_set",
             "Whether separate taker and maker discounts apply (1) or not (0)",
-            "",
-            &[("", "is_set_taker_maker_fee_discount")],
         ),
-    ];
-    let family = |name: String, help| Family::gauge(name.leak(), help);
-    groups
-        .into_iter()
-        .map(|(suffix, help, label, members)| FeeGroup {
-            per_contract: family(format!("capi_account_{suffix}"), help),
-            default: family(format!("capi_account_default_{suffix}"), help),
-            label,
-            members: members
-                .iter()
-                .map(|(value, field)| (*value, field_getter(FeeSetting::NUMERIC_FIELDS, field)))
-                .collect(),
-        })
-        .collect()
-});
+        default: Family::gauge(
+            "capi_account_default_fee_role_discount_set",
+            "Whether separate taker and maker discounts apply (1) or not (0)",
+        ),
+        label: "",
+        members: &[("", |f| value(&f.is_set_taker_maker_fee_discount))],
+    },
+];
+
+/// The `kind` label of `capi_account_leverage_setting`, and its field.
+const LEVERAGE_KINDS: [(&str, Read<LeverageSetting>); 4] = [
+    ("isolated_long", |s| value(&s.isolated_long_leverage)),
+    ("isolated_short", |s| value(&s.isolated_short_leverage)),
+    ("cross", |s| value(&s.cross_leverage)),
+    ("shared", |s| value(&s.shared_leverage)),
+];
 
 /// One row per futures contract of the account, its labels written once for all its samples.
 fn contract_rows<'a, T>(
@@ -344,10 +438,6 @@ fn unique<'a, R>(rows: impl IntoIterator<Item = (RenderedLabels, &'a R)>) -> Vec
     kept
 }
 
-fn field_getter<R>(fields: &[NumericField<R>], name: &str) -> Read<R> {
-    fields.iter().find(|f| f.name == name).map(|f| f.value).unwrap_or_else(|| panic!("no field {name}"))
-}
-
 fn text(value: &Option<String>) -> &str {
     value.as_deref().unwrap_or("")
 }
@@ -359,16 +449,28 @@ mod tests {
     use std::sync::Arc;
 
     #[test]
-    fn millisecond_fields_are_named_in_seconds() {
-        assert_eq!(
-            metric_name("capi_collateral", "updated_time", Unit::TimestampMillis),
-            "capi_collateral_updated_timestamp_seconds"
-        );
-        assert_eq!(
-            metric_name("capi_account", "create_order_delay_milliseconds", Unit::DurationMillis),
-            "capi_account_create_order_delay_seconds"
-        );
-        assert_eq!(metric_name("capi_collateral", "is_liquidating", Unit::Boolean), "capi_collateral_is_liquidating");
+    fn every_numeric_field_of_the_models_has_its_gauge() {
+        assert_eq!(ACCOUNT_GAUGES.len(), AccountFields::NUMERIC_FIELDS.len());
+        assert_eq!(COLLATERAL_GAUGES.len(), Collateral::NUMERIC_FIELDS.len());
+        assert_eq!(POSITION_GAUGES.len(), Position::NUMERIC_FIELDS.len());
+        assert_eq!(LEVERAGE_KINDS.len(), LeverageSetting::NUMERIC_FIELDS.len());
+        let fee_members: usize = FEE_GROUPS.iter().map(|group| group.members.len()).sum();
+        assert_eq!(fee_members, FeeSetting::NUMERIC_FIELDS.len());
+        fn names<R>(gauges: &[FieldGauge<R>]) -> Vec<&'static str> {
+            gauges.iter().map(|gauge| gauge.family.name).collect()
+        }
+        let mut all = [names(ACCOUNT_GAUGES), names(COLLATERAL_GAUGES), names(POSITION_GAUGES)].concat();
+        let count = all.len();
+        all.sort_unstable();
+        all.dedup();
+        assert_eq!(all.len(), count, "a metric name is used twice");
+    }
+
+    #[test]
+    fn millisecond_fields_are_shown_in_seconds() {
+        assert_eq!(Millis(1_713_339_011_237).gauge(), Decimal::new(1_713_339_011_237, 3));
+        assert_eq!(DurationMillis(250).gauge(), Decimal::new(250, 3));
+        assert_eq!((true.gauge(), false.gauge()), (Decimal::ONE, Decimal::ZERO));
     }
 
     #[test]
