@@ -6,7 +6,7 @@
 //! - [`poller`]: one polling loop per account, the bill cursor and its state file;
 //! - [`snapshot`]: what the pollers publish and the exposition reads;
 //! - [`exposition`]: snapshots to the page scrapers read, in the format each asks for;
-//! - [`server`] and [`web`]: the HTTP endpoints, and the server around them (TLS, auth, limits);
+//! - [`web`]: the HTTP endpoints, and the server around them (TLS, auth, limits);
 //! - [`config`]: flags, environment and YAML, validated once at start; [`duration`]: the two
 //!   duration notations it reads;
 //! - [`app`]: wires them together; [`logging`]: logfmt or JSON logs;
@@ -21,7 +21,6 @@ pub mod duration;
 pub mod exposition;
 pub mod logging;
 pub mod poller;
-pub mod server;
 pub mod sim;
 pub mod snapshot;
 pub mod web;

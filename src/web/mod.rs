@@ -1,4 +1,5 @@
-//! HTTP(S) serving: exporter-toolkit web configuration, TLS, basic auth and limits.
+//! Everything HTTP: the endpoints ([`app`]: `/metrics`, the landing page, the probes) and the
+//! server around them (exporter-toolkit web configuration, TLS, basic auth and limits).
 //!
 //! [`WebConfig`] reads a web configuration file in the format of Prometheus's exporter-toolkit
 //! (`--web.config.file`), so files written for other exporters work unchanged. [`serve`] answers
@@ -14,6 +15,7 @@ mod auth;
 mod config;
 mod pipeline;
 mod rate_limit;
+mod routes;
 mod serve;
 mod tls;
 
@@ -21,6 +23,7 @@ mod tls;
 mod test_support;
 
 pub use config::WebConfig;
+pub use routes::{app, AppState};
 pub use serve::serve;
 
 use std::path::PathBuf;
