@@ -11,21 +11,25 @@ FROM rust:1-bookworm AS builder
 WORKDIR /build
 
 # Dependencies first, in a layer of their own: it is rebuilt only when Cargo.toml or Cargo.lock
-# change, not at every source edit. Empty targets stand in for the crate's own code.
+# change, not at every source edit. Empty targets stand in for the workspace's own code (the
+# exporter and the simulated exchange its --demo serves).
 COPY Cargo.toml Cargo.lock ./
-RUN mkdir src \
+COPY sim/Cargo.toml sim/
+RUN mkdir -p src sim/src \
     && echo 'fn main() {}' > src/main.rs \
-    && touch src/lib.rs \
-    && cargo build --release --locked \
-    && rm -rf src
+    && echo 'fn main() {}' > sim/src/main.rs \
+    && touch src/lib.rs sim/src/lib.rs \
+    && cargo build --release --locked --package capi_exporter \
+    && rm -rf src sim/src
 
 # The crate itself. touch: COPY keeps the files' own times, which may be older than the stand-in
 # build above; cargo must see the real sources as newer. (.git is not in the build context, so
 # capi_exporter_build_info says revision="unknown".)
 COPY build.rs ./
 COPY src ./src
-RUN touch src/main.rs src/lib.rs \
-    && cargo build --release --locked \
+COPY sim/src ./sim/src
+RUN touch src/main.rs src/lib.rs sim/src/main.rs sim/src/lib.rs \
+    && cargo build --release --locked --package capi_exporter \
     && install -D -m 0755 target/release/capi_exporter /out/capi_exporter \
     && mkdir -p /out/state
 

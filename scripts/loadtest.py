@@ -99,7 +99,7 @@ MIB = 1024 * 1024
 CONNECTIONS, THREADS = 8, 2
 BUDGET = "1000000"
 # How often the simulated exchange changes every account in the busy polling measurement.
-BUSY_TICK = "5s"
+BUSY_TICK_MS = 5000
 IP_BUDGET_PER_10S = 500  # documented
 TARGETS = {"serving_ratio": 0.70, "idle_rss_mib": 15, "rss_1000_mib": 96, "poll_cycle_ms": 250,
            "freshness_slack_s": 0.050}
@@ -387,7 +387,7 @@ class Sim:
         command = [tools.sim, "--accounts", accounts, "--coin-ids", coin_ids, "--positions", 5,
                    "--listen", "127.0.0.1:0", "--out", self.dir, "--seed", 1]
         if activity_tick:
-            command += ["--activity-tick", activity_tick]
+            command += ["--activity-tick-ms", str(activity_tick)]
         self.child = children.start(f"sim-{tag}", command)
         match = self.child.wait_for_line(r"capi_sim listening on (http://127\.0\.0\.1:\d+) accounts=(\d+)", 120)
         self.url, self.accounts = match.group(1), int(match.group(2))
@@ -758,11 +758,11 @@ def phase_c(args, tools, children, work, results):
     # The same cycle when every account changes between polls: bills on every poll, every
     # answer decoded anew.
     n = args.accounts
-    sim = Sim(tools, children, work, "busy", n, activity_tick=BUSY_TICK)
+    sim = Sim(tools, children, work, "busy", n, activity_tick=BUSY_TICK_MS)
     exporter = Exporter(tools, children, sim, "busy", args.interval)
     exporter.wait_ready(ready_deadline(args.interval, n))
     results["polling_busy"] = measure_polling(exporter, args.windows)
-    log(f"C: {n} accounts with activity every {BUSY_TICK}: "
+    log(f"C: {n} accounts with activity every {BUSY_TICK_MS // 1000}s: "
         f"{results['polling_busy']['cpu_ms_per_cycle']:.2f} ms CPU per poll cycle")
     exporter.child.stop()
     sim.child.stop()
@@ -821,7 +821,7 @@ def phase_d(args, tools, children, work, results):
 def phase_e(args, tools, children, work, results):
     n = args.accounts
     log(f"E: soak for {args.soak_minutes:g} min, {n} accounts with activity every 15 s, RSS every 30 s")
-    sim = Sim(tools, children, work, "soak", n, activity_tick="15s")
+    sim = Sim(tools, children, work, "soak", n, activity_tick=15000)
     exporter = Exporter(tools, children, sim, "soak", args.interval)
     exporter.wait_ready(ready_deadline(args.interval, n))
     start, series = time.monotonic(), []
@@ -936,7 +936,7 @@ def table(args, results):
                      verdict(ok) if largest else ""))
     busy = results.get("polling_busy")
     if busy:
-        rows.append(("5", f"CPU per poll cycle, {busy['accounts']} accounts with activity every {BUSY_TICK} "
+        rows.append(("5", f"CPU per poll cycle, {busy['accounts']} accounts with activity every {BUSY_TICK_MS // 1000}s "
                           f"(interval {busy['interval_s']:g} s, {busy['cycles_seen']:.2f} cycles seen)",
                      f"{busy['cpu_ms_per_cycle']:.2f} ms, {busy['cpu_us_per_account']:.0f} us/account", "", "",
                      f"< {TARGETS['poll_cycle_ms']} ms at {args.accounts}",

@@ -8,9 +8,9 @@ use crate::poller::budget::{self, AccountBudget, WeightWindow};
 use crate::poller::state::{Opened, StateError, StateStore};
 use crate::poller::supervisor::Supervisor;
 use crate::poller::{start_delay, PollSettings, PolledAccount, PollerSetup};
-use crate::sim::{SimExchange, SimOptions};
 use crate::snapshot::AccountSlot;
 use crate::web::{self, app, AppState};
+use capi_sim::{SimExchange, SimOptions};
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -169,7 +169,7 @@ async fn resolve_accounts(
             let exchange = SimExchange::new(SimOptions::default());
             let mut accounts = Vec::new();
             for index in 0..u64::from(*count) {
-                let generated = crate::sim::Credentials::generate(seed.wrapping_add(index));
+                let generated = capi_sim::Credentials::generate(seed.wrapping_add(index));
                 exchange.add_account(generated.clone(), coin_ids);
                 let credentials = Credentials {
                     api_key: Secret::new(generated.api_key),

@@ -10,7 +10,6 @@
 //! - [`config`]: flags, environment and YAML, validated once at start; [`duration`]: the two
 //!   duration notations it reads;
 //! - [`app`]: wires them together; [`logging`]: logfmt or JSON logs;
-//! - [`sim`]: the simulated exchange (demo mode and tests).
 
 #![forbid(unsafe_code)]
 
@@ -21,6 +20,5 @@ pub mod duration;
 pub mod exposition;
 pub mod logging;
 pub mod poller;
-pub mod sim;
 pub mod snapshot;
 pub mod web;

@@ -4,7 +4,7 @@
 
 mod common;
 
-use capi_exporter::sim::{NewBill, SimBill, SimOptions, TimeField};
+use capi_sim::{NewBill, SimBill, SimOptions, TimeField};
 use common::{Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use capi_exporter::sim::SimOptions;
+use capi_sim::SimOptions;
 use common::{wait_exit, Exchange, Exporter};
 use std::process::{Command, Stdio};
 

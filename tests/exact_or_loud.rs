@@ -5,7 +5,7 @@
 
 mod common;
 
-use capi_exporter::sim::{Fault, NewBill, SimOptions};
+use capi_sim::{Fault, NewBill, SimOptions};
 use common::{Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -3,7 +3,7 @@
 
 mod common;
 
-use capi_exporter::sim::{Credentials, Fault, NewBill, SimOptions};
+use capi_sim::{Credentials, Fault, NewBill, SimOptions};
 use common::{Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use serde_json::json;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use capi_exporter::sim::{NewPosition, SimOptions};
+use capi_sim::{NewPosition, SimOptions};
 use common::{Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 
 mod common;
 
-use capi_exporter::sim::{Fault, NewBill, NewPosition, SimOptions};
+use capi_sim::{Fault, NewBill, NewPosition, SimOptions};
 use common::{Exchange, Exporter};
 use rust_decimal::Decimal;
 use std::io::Write as _;

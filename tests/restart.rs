@@ -4,7 +4,7 @@
 
 mod common;
 
-use capi_exporter::sim::{NewBill, SimOptions};
+use capi_sim::{NewBill, SimOptions};
 use common::{Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::sync::atomic::{AtomicBool, Ordering};

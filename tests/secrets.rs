@@ -3,7 +3,7 @@
 
 mod common;
 
-use capi_exporter::sim::{Credentials, Fault, NewBill, SimOptions};
+use capi_sim::{Credentials, Fault, NewBill, SimOptions};
 use common::{Exchange, Exporter};
 use std::process::Stdio;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 
 mod common;
 
-use capi_exporter::sim::SimOptions;
+use capi_sim::SimOptions;
 use common::{Exchange, Exporter};
 use std::collections::BTreeSet;
 

@@ -3,7 +3,7 @@
 
 #![allow(dead_code)] // each test file uses a different part of the harness
 
-use capi_exporter::sim::{Credentials, SimExchange, SimOptions, SimServer};
+use capi_sim::{Credentials, SimExchange, SimOptions, SimServer};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::{Ipv4Addr, SocketAddr};

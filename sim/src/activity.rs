@@ -273,7 +273,7 @@ fn finish_liquidation(desk: &mut Desk, position_id: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::{Credentials, SimBill};
+    use crate::{Credentials, SimBill};
 
     fn run(seed: u64, ticks: i64) -> Book {
         let mut book = Book::default();

@@ -39,7 +39,7 @@ async fn liquidation(State(sim): State<SimExchange>, Query(request): Query<Liqui
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::{Credentials, SimOptions};
+    use crate::{Credentials, SimOptions};
     use axum::body::Body;
     use axum::http::Request;
     use tower::ServiceExt as _;

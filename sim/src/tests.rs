@@ -10,7 +10,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::*;
-use crate::api::sign::sign;
+use crate::auth::sign;
 
 const ACCOUNT: &str = "/capi/v2/account/account";
 const BILLS: &str = "/capi/v2/account/bills";

@@ -2,13 +2,13 @@
 //! each with its own key, served until Ctrl-C or SIGTERM. Not part of the exporter.
 
 use anyhow::Context as _;
-use capi_exporter::duration::parse_prometheus;
-use capi_exporter::sim::scale::{populate, write_account_files, ScaleSpec};
-use capi_exporter::sim::{SimExchange, SimOptions};
+use capi_sim::scale::{populate, write_account_files, ScaleSpec};
+use capi_sim::{SimExchange, SimOptions};
 use clap::Parser;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use tokio::signal::unix::{signal, SignalKind};
 
 /// Serves a simulated exchange with many accounts and writes the files a client needs to poll
 /// them: DIR/accounts.yml (the exporter's --config.file) and DIR/credentials.json.
@@ -36,9 +36,9 @@ struct SimCli {
     /// IP and UID weight budget per 10 s, as the exchange enforces it; 0 for none.
     #[arg(long = "weight-per-10s", default_value_t = 0)]
     weight_per_10s: u32,
-    /// Make up trades, funding and transfers this often (e.g. 1s); none when absent.
-    #[arg(long = "activity-tick", value_parser = parse_prometheus)]
-    activity_tick: Option<Duration>,
+    /// Make up trades, funding and transfers every this many milliseconds; none when absent.
+    #[arg(long = "activity-tick-ms", value_parser = clap::value_parser!(u64).range(1..))]
+    activity_tick_ms: Option<u64>,
 }
 
 #[tokio::main]
@@ -63,9 +63,13 @@ async fn run(cli: SimCli) -> anyhow::Result<()> {
         .start_stoppable(cli.listen)
         .await
         .with_context(|| format!("cannot listen on {}; choose another --listen", cli.listen))?;
-    let activity = cli.activity_tick.map(|tick| exchange.spawn_activity(cli.seed, tick));
+    let activity = cli.activity_tick_ms.map(|ms| exchange.spawn_activity(cli.seed, Duration::from_millis(ms)));
     println!("capi_sim listening on http://{address} accounts={}", accounts.len());
-    capi_exporter::app::shutdown_signal().await;
+    let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = terminate.recv() => {}
+    }
     if let Some(activity) = activity {
         activity.abort();
     }

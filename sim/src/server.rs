@@ -180,8 +180,8 @@ fn serve(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::sign::sign;
-    use crate::sim::Credentials;
+    use crate::auth::sign;
+    use crate::Credentials;
     use axum::http::HeaderValue;
     use proptest::collection::vec;
     use proptest::prelude::*;
