@@ -4,9 +4,16 @@ use crate::web::WebConfig;
 use axum::routing::get;
 use base64::Engine;
 use std::path::Path;
-use tokio::sync::Barrier;
+use std::time::Duration;
+use tokio::sync::{Barrier, Semaphore};
+use tower::ServiceExt;
 
 const PATIENCE: Duration = Duration::from_secs(10);
+
+/// The router as the server runs it, answering one request.
+async fn handle(router: &Router, request: Request<Body>) -> Response {
+    router.clone().oneshot(request).await.unwrap()
+}
 
 fn settings(config: Option<WebConfig>, max_requests: usize, request_timeout: Duration) -> WebSettings {
     WebSettings { config, max_requests, request_timeout, header_read_timeout: Duration::from_secs(5) }
@@ -47,18 +54,17 @@ fn waiting_router(started: Arc<Semaphore>, barrier: Arc<Barrier>) -> Router {
 async fn beyond_max_requests_the_next_request_gets_503_at_once() {
     let max = 3;
     let (started, barrier) = (Arc::new(Semaphore::new(0)), Arc::new(Barrier::new(max + 1)));
-    let pipeline =
-        RequestPipeline::new(waiting_router(started.clone(), barrier.clone()), &settings(None, max, Duration::ZERO));
+    let pipeline = wrap(waiting_router(started.clone(), barrier.clone()), &settings(None, max, Duration::ZERO));
     let in_flight: Vec<_> = (0..max)
         .map(|_| {
             let pipeline = pipeline.clone();
-            tokio::spawn(async move { pipeline.handle(request(None)).await })
+            tokio::spawn(async move { handle(&pipeline, request(None)).await })
         })
         .collect();
     let all_started = started.acquire_many(max as u32);
     tokio::time::timeout(PATIENCE, all_started).await.expect("handlers started").unwrap().forget();
 
-    let refused = tokio::time::timeout(PATIENCE, pipeline.handle(request(None))).await.expect("answered at once");
+    let refused = tokio::time::timeout(PATIENCE, handle(&pipeline, request(None))).await.expect("answered at once");
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(body_text(refused).await.contains("Limit of concurrent requests reached (3)"));
 
@@ -70,7 +76,7 @@ async fn beyond_max_requests_the_next_request_gets_503_at_once() {
     // The permits came back: as many requests as the limit pass again.
     for _ in 0..max {
         let quick = Request::builder().uri("/quick").body(Body::empty()).unwrap();
-        assert_eq!(pipeline.handle(quick).await.status(), StatusCode::OK);
+        assert_eq!(handle(&pipeline, quick).await.status(), StatusCode::OK);
     }
 }
 
@@ -78,11 +84,11 @@ async fn beyond_max_requests_the_next_request_gets_503_at_once() {
 async fn zero_max_requests_means_no_limit() {
     let parallel = 8;
     let (started, barrier) = (Arc::new(Semaphore::new(0)), Arc::new(Barrier::new(parallel)));
-    let pipeline = RequestPipeline::new(waiting_router(started, barrier), &settings(None, 0, Duration::ZERO));
+    let pipeline = wrap(waiting_router(started, barrier), &settings(None, 0, Duration::ZERO));
     let requests: Vec<_> = (0..parallel)
         .map(|_| {
             let pipeline = pipeline.clone();
-            tokio::spawn(async move { pipeline.handle(request(None)).await })
+            tokio::spawn(async move { handle(&pipeline, request(None)).await })
         })
         .collect();
     for task in requests {
@@ -95,13 +101,13 @@ async fn zero_max_requests_means_no_limit() {
 async fn a_request_over_its_time_gets_503_and_frees_its_slot() {
     let router =
         Router::new().route("/", get(std::future::pending::<&'static str>)).route("/quick", get(|| async { "quick" }));
-    let pipeline = RequestPipeline::new(router, &settings(None, 1, Duration::from_millis(100)));
+    let pipeline = wrap(router, &settings(None, 1, Duration::from_millis(100)));
     let started = std::time::Instant::now();
-    let response = tokio::time::timeout(PATIENCE, pipeline.handle(request(None))).await.expect("timed out in time");
+    let response = tokio::time::timeout(PATIENCE, handle(&pipeline, request(None))).await.expect("timed out in time");
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(started.elapsed() >= Duration::from_millis(100));
     let quick = Request::builder().uri("/quick").body(Body::empty()).unwrap();
-    assert_eq!(pipeline.handle(quick).await.status(), StatusCode::OK, "the only slot is free again");
+    assert_eq!(handle(&pipeline, quick).await.status(), StatusCode::OK, "the only slot is free again");
 }
 
 fn config(text: &str) -> WebConfig {
@@ -118,9 +124,9 @@ async fn basic_auth_guards_every_path_and_shows_nothing_of_the_page() {
         "basic_auth_users:\n  alice: '{}'\nhttp_server_config:\n  headers:\n    X-Frame-Options: deny\n",
         cheap_hash("wonderland")
     );
-    let pipeline = RequestPipeline::new(page(), &settings(Some(config(&text)), 10, Duration::from_secs(5)));
+    let pipeline = wrap(page(), &settings(Some(config(&text)), 10, Duration::from_secs(5)));
 
-    let allowed = pipeline.handle(request(Some(&basic("alice", "wonderland")))).await;
+    let allowed = handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await;
     assert_eq!(allowed.status(), StatusCode::OK);
     assert_eq!(allowed.headers()["x-frame-options"], "deny");
     assert_eq!(body_text(allowed).await, "the page");
@@ -128,7 +134,7 @@ async fn basic_auth_guards_every_path_and_shows_nothing_of_the_page() {
     for authorization in
         [None, Some(basic("alice", "wrong")), Some(basic("bob", "wonderland")), Some("Basic %%%".into())]
     {
-        let refused = pipeline.handle(request(authorization.as_deref())).await;
+        let refused = handle(&pipeline, request(authorization.as_deref())).await;
         assert_eq!(refused.status(), StatusCode::UNAUTHORIZED, "{authorization:?}");
         assert_eq!(refused.headers()[header::WWW_AUTHENTICATE], "Basic");
         assert_eq!(refused.headers()["x-frame-options"], "deny", "headers go on refusals too");
@@ -136,37 +142,35 @@ async fn basic_auth_guards_every_path_and_shows_nothing_of_the_page() {
     }
 
     let unknown_path = Request::builder().uri("/nowhere").body(Body::empty()).unwrap();
-    assert_eq!(pipeline.handle(unknown_path).await.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(handle(&pipeline, unknown_path).await.status(), StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]
 async fn the_rate_limit_answers_429() {
-    let pipeline = RequestPipeline::new(
-        page(),
-        &settings(Some(config("rate_limit:\n  interval: 1h\n  burst: 2\n")), 10, Duration::from_secs(5)),
-    );
-    assert_eq!(pipeline.handle(request(None)).await.status(), StatusCode::OK);
-    assert_eq!(pipeline.handle(request(None)).await.status(), StatusCode::OK);
-    assert_eq!(pipeline.handle(request(None)).await.status(), StatusCode::TOO_MANY_REQUESTS);
+    let pipeline =
+        wrap(page(), &settings(Some(config("rate_limit:\n  interval: 1h\n  burst: 2\n")), 10, Duration::from_secs(5)));
+    assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK);
+    assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK);
+    assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::TOO_MANY_REQUESTS);
 }
 
 #[tokio::test]
 async fn wrong_credentials_are_refused_before_they_can_take_a_place() {
     let (started, barrier) = (Arc::new(Semaphore::new(0)), Arc::new(Barrier::new(2)));
     let text = format!("basic_auth_users:\n  alice: '{}'\n", cheap_hash("wonderland"));
-    let pipeline = RequestPipeline::new(
+    let pipeline = wrap(
         waiting_router(started.clone(), barrier.clone()),
         &settings(Some(config(&text)), 1, Duration::from_secs(5)),
     );
     let holder = tokio::spawn({
         let pipeline = pipeline.clone();
-        async move { pipeline.handle(request(Some(&basic("alice", "wonderland")))).await }
+        async move { handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await }
     });
     tokio::time::timeout(PATIENCE, started.acquire()).await.expect("handler started").unwrap().forget();
 
-    let guess = pipeline.handle(request(Some(&basic("alice", "guess")))).await;
+    let guess = handle(&pipeline, request(Some(&basic("alice", "guess")))).await;
     assert_eq!(guess.status(), StatusCode::UNAUTHORIZED);
-    let second = pipeline.handle(request(Some(&basic("alice", "wonderland")))).await;
+    let second = handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await;
     assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE, "the only place is taken");
 
     barrier.wait().await;

@@ -1,14 +1,12 @@
 //! The accept loop: one task per connection, TLS when configured, HTTP/1.1 with keep-alive by
 //! hyper, and a graceful stop.
 
-use super::pipeline::RequestPipeline;
 use super::{WebError, WebSettings};
 use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::Request;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -18,6 +16,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
+use tower::ServiceExt;
 use tracing::{debug, info, warn};
 
 /// How long to wait for connections to finish after `shutdown` when requests have no timeout.
@@ -44,7 +43,7 @@ pub async fn serve(
         None => None,
     };
     let connections = Arc::new(ConnectionSettings {
-        pipeline: RequestPipeline::new(router, &settings),
+        router: super::pipeline::wrap(router, &settings),
         tls,
         http: http_builder(&settings),
         handshake_timeout: non_zero(settings.header_read_timeout),
@@ -60,7 +59,8 @@ pub async fn serve(
 
 /// Everything a connection task needs.
 struct ConnectionSettings {
-    pipeline: RequestPipeline,
+    /// The routes with every layer around them.
+    router: Router,
     tls: Option<TlsAcceptor>,
     http: http1::Builder,
     handshake_timeout: Option<Duration>,
@@ -176,10 +176,9 @@ async fn serve_http<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let pipeline = connections.pipeline.clone();
+    let router = connections.router.clone();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-        let pipeline = pipeline.clone();
-        async move { Ok::<_, Infallible>(pipeline.handle(request).await) }
+        router.clone().oneshot(request.map(axum::body::Body::new))
     });
     let connection = connections.http.serve_connection(io, service);
     tokio::pin!(connection);
