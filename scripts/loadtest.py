@@ -876,15 +876,18 @@ def table(args, results):
         rows.append(("1", f"/metrics of {n} accounts, 2 coins, 5 positions",
                      f"{serving['series']} series, {serving['bytes']} B plain, {serving['bytes_ours_gzip']} B gzip",
                      f"same body, gzip -1: {serving['bytes_gzip_level1']} B", "", "", ""))
-        for label, ours, ref in (("plain", "ours_plain", "nginx_plain"),
-                                 ("gzip vs nginx dynamic gzip", "ours_gzip", "nginx_gzip"),
-                                 ("gzip vs nginx gzip_static", "ours_gzip", "nginx_gzip_static")):
+        # gzip_static sends bytes compressed once, ahead of time; the exporter compresses each
+        # scrape (its page changes with every poll), so that comparison is reported, not a target.
+        for label, ours, ref, is_target in (("plain", "ours_plain", "nginx_plain", True),
+                                            ("gzip vs nginx dynamic gzip", "ours_gzip", "nginx_gzip", True),
+                                            ("gzip vs nginx gzip_static", "ours_gzip", "nginx_gzip_static", False)):
             if ours not in runs or ref not in runs:
                 continue
             ratio = runs[ours]["rps"] / runs[ref]["rps"]
+            target, result = (f">= {TARGETS['serving_ratio']:.2f}", verdict(ratio >= TARGETS["serving_ratio"])) \
+                if is_target else ("report", "reported")
             rows.append(("1", f"wrk -t{THREADS} -c{CONNECTIONS} -d{args.seconds:g}s, {label}", fmt_rate(runs[ours]),
-                         f"nginx: {fmt_rate(runs[ref])}", f"{ratio:.2f}", f">= {TARGETS['serving_ratio']:.2f}",
-                         verdict(ratio >= TARGETS["serving_ratio"])))
+                         f"nginx: {fmt_rate(runs[ref])}", f"{ratio:.2f}", target, result))
     python = results.get("python")
     if "ours_plain" in runs and python:
         ours, ref = runs["ours_plain"], python["wrk"]
