@@ -2,7 +2,7 @@
 """BENCHMARK FIXTURE, NOT PART OF THE PRODUCT: never deploy this file.
 
 The minimal exporter a user would otherwise write in Python with `prometheus_client`, used by
-`scripts/loadtest.py` as the reference of issue 5's target 2 (requests per second, CPU per scrape
+`scripts/loadtest.py` as its Python reference (requests per second, CPU per scrape
 and memory, compared with capi_exporter serving the same accounts).
 
 It reads a credentials file (`[{"name", "api_key", "secret", "passphrase", "coin_ids"}, ...]`, as
