@@ -242,5 +242,4 @@ impl Credentials {
 }
 
 #[cfg(test)]
-#[path = "auth_tests.rs"]
 mod tests;

@@ -379,5 +379,4 @@ pub(crate) fn describe_io_error(error: &std::io::Error) -> String {
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

@@ -79,5 +79,4 @@ async fn check_credentials(State(auth): State<Arc<BasicAuth>>, request: Request<
 }
 
 #[cfg(test)]
-#[path = "pipeline_tests.rs"]
 mod tests;

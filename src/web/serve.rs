@@ -196,5 +196,4 @@ async fn serve_http<I>(
 }
 
 #[cfg(test)]
-#[path = "serve_tests.rs"]
 mod tests;

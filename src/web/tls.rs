@@ -395,5 +395,4 @@ impl ClientCertVerifier for AllowedSans {
 }
 
 #[cfg(test)]
-#[path = "tls_tests.rs"]
 mod tests;
