@@ -55,6 +55,15 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let http = Client::http_pool(config.timeout);
     let store = config.state_file.as_deref().map(open_state).transpose()?.map(Arc::new);
     let settings = poll_settings(&config, &accounts);
+    info!(
+        version = crate::version::VERSION,
+        revision = crate::version::REVISION,
+        accounts = accounts.len(),
+        poll_interval = ?settings.interval,
+        ip_weight_budget = config.ip_weight_budget,
+        uid_weight_budget = config.uid_weight_budget,
+        "starting capi_exporter"
+    );
     let max_age = config.data_max_age.unwrap_or_else(|| (settings.interval * 5).max(Duration::from_secs(60)));
     let slots: Vec<Arc<AccountSlot>> = accounts.iter().map(|a| AccountSlot::new(a.name.clone())).collect();
     let exposition = Arc::new(Exposition::new(slots.clone(), max_age));

@@ -9,7 +9,8 @@
 //! - [`web`]: the HTTP endpoints, and the server around them (TLS, auth, limits);
 //! - [`config`]: flags, environment and YAML, validated once at start; [`duration`]: the two
 //!   duration notations it reads;
-//! - [`app`]: wires them together; [`logging`]: logfmt or JSON logs;
+//! - [`app`]: wires them together; [`logging`]: logfmt or JSON logs; [`version`]: what this
+//!   binary is and how it was built.
 
 #![forbid(unsafe_code)]
 
@@ -21,4 +22,5 @@ pub mod exposition;
 pub mod logging;
 pub mod poller;
 pub mod snapshot;
+pub mod version;
 pub mod web;

@@ -118,3 +118,19 @@ fn a_web_config_with_a_missing_certificate_stops_it_with_one_line() {
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("web config") && stderr.contains("nowhere.crt"), "{stderr}");
 }
+
+#[test]
+fn version_says_how_the_binary_was_built_as_node_exporter_does() {
+    let mut command = Exporter::command(&["--version"]);
+    let output = command.stdout(Stdio::piped()).output().unwrap();
+    assert!(output.status.success());
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    let expected_start = format!("capi_exporter {} (branch: ", env!("CARGO_PKG_VERSION"));
+    assert!(lines[0].starts_with(&expected_start) && lines[0].contains(", revision: "), "{stdout}");
+    let field = |name: &str| lines.iter().find_map(|line| line.trim().strip_prefix(name)).map(str::trim);
+    let date = field("build date:").unwrap_or_default();
+    assert!(date.len() == 17 && date.as_bytes()[8] == b'-', "a date like 20261124-00:25:52: {stdout}");
+    assert!(field("rust version:").is_some_and(|v| v.split('.').count() == 3), "{stdout}");
+    assert_eq!(field("platform:"), Some(format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH).as_str()));
+}

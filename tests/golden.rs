@@ -31,9 +31,10 @@ const BILLS: &str = r#"{"hasNextPage":false,"items":[
     {"billId":686960019383517342,"coin":"BTC","symbol":"","amount":"0.5","businessType":"transfer_in","balance":"0.5","fillFee":"0","ctime":1899999994000}
 ]}"#;
 
-/// The page with what changes from run to run taken out: the process's own metrics, the git
-/// revision, the data age (the time since the sample was taken, which is now), and the order of
-/// the samples within a family (some families are kept in hash maps).
+/// The page with what changes from run to run taken out: the process's own metrics, how the
+/// binary was built (revision, branch, compiler), the data age (the time since the sample was
+/// taken, which is now), and the order of the samples within a family (some families are kept in
+/// hash maps).
 fn stable(page: &str) -> String {
     let mut lines = Vec::new();
     for line in page.lines() {
@@ -69,13 +70,15 @@ fn samples_sorted(lines: Vec<String>) -> String {
 }
 
 fn revision_hidden(line: &str) -> String {
-    match line.split_once("revision=\"") {
-        Some((before, after)) => {
+    let mut line = line.to_string();
+    for label in ["revision", "branch", "rustversion"] {
+        let opening = format!("{label}=\"");
+        if let Some((before, after)) = line.split_once(&opening) {
             let rest = after.split_once('"').map_or("", |(_, rest)| rest);
-            format!("{before}revision=\"<revision>\"{rest}")
+            line = format!("{before}{opening}<{label}>\"{rest}");
         }
-        None => line.to_string(),
     }
+    line
 }
 
 /// The exposition of one account that polled the documented account sample and a page of bills.

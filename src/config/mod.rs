@@ -52,7 +52,7 @@ pub enum LogLevel {
 #[derive(Debug, Parser)]
 #[command(
     name = "capi_exporter",
-    version,
+    version = crate::version::LONG_VERSION,
     about = "Prometheus exporter for the futures (contract) account API of a crypto exchange"
 )]
 pub struct Cli {

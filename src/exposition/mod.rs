@@ -17,6 +17,7 @@ pub use format::Format;
 
 use crate::api::clock::local_now_ms;
 use crate::snapshot::AccountSlot;
+use crate::version::{BRANCH, REVISION, RUST_VERSION, VERSION};
 use account::View;
 use axum::body::Bytes;
 use bytes::BytesMut;
@@ -29,12 +30,8 @@ use std::time::Duration;
 /// How long the parts of a page sent are.
 const CHUNK_BYTES: usize = 256 * 1024;
 
-/// The version and git revision this binary was built from.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
-pub const REVISION: &str = env!("CAPI_REVISION");
-
 const BUILD_INFO: Family =
-    Family::gauge("capi_exporter_build_info", "The exporter's version and git revision; value 1");
+    Family::gauge("capi_exporter_build_info", "The exporter's version and how it was built; value 1");
 
 /// Every account's series, and the exporter's own.
 #[derive(Debug)]
@@ -140,7 +137,8 @@ impl Account {
 /// The exporter's own families, as of now.
 fn own_lines() -> Lines {
     let mut lines = Lines::default();
-    lines.family(&BUILD_INFO, [([("version", VERSION), ("revision", REVISION)], 1.0)]);
+    let labels = [("version", VERSION), ("revision", REVISION), ("branch", BRANCH), ("rustversion", RUST_VERSION)];
+    lines.family(&BUILD_INFO, [(labels, 1.0)]);
     process::write(&mut lines);
     lines
 }

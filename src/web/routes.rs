@@ -1,8 +1,9 @@
 //! The HTTP endpoints: `/metrics` (or `--web.telemetry-path`), a landing page, and the
 //! `/-/healthy` and `/-/ready` probes. [`app`] builds the router without a socket, for tests.
 
-use crate::exposition::{Exposition, Format, Page, REVISION, VERSION};
+use crate::exposition::{Exposition, Format, Page};
 use crate::snapshot::AccountSlot;
+use crate::version::{REVISION, VERSION};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
