@@ -22,7 +22,7 @@ use tracing::{error, info, warn};
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("cannot listen on {address}: {error}; choose another --web.listen-address")]
-    Listen { address: SocketAddr, error: std::io::Error },
+    Listen { address: String, error: std::io::Error },
     #[error("cannot start the simulated exchange: {0}")]
     Demo(std::io::Error),
     #[error("cannot set up the HTTP client")]
@@ -88,13 +88,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
             }))
         })
         .collect::<Result<Vec<Supervisor>, ApiError>>()?;
-    let listener = tokio::net::TcpListener::bind(config.listen_address)
-        .await
-        .map_err(|error| RunError::Listen { address: config.listen_address, error })?;
-    let address = listener.local_addr().map_err(RunError::Serve)?;
+    let listeners = bind(&config.listen_addresses).await?;
+    let addresses: Vec<String> =
+        listeners.iter().filter_map(|listener| listener.local_addr().ok()).map(|a| a.to_string()).collect();
     let web = config.web.config.as_ref();
     info!(
-        address = %address,
+        address = %addresses.join(","),
         path = %config.telemetry_path,
         accounts = pollers.len(),
         tls = web.is_some_and(|w| w.tls_enabled()),
@@ -110,7 +109,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let polling = spawn_pollers(pollers, settings.interval, stopped).map_err(RunError::Serve)?;
 
     let state = AppState { exposition, slots: slots.into(), telemetry_path: config.telemetry_path.clone() };
-    let served = web::serve(listener, app(state), config.web.clone(), shutdown).await;
+    let served = web::serve(listeners, app(state), config.web.clone(), shutdown).await;
     let _ = stop.send(true);
     let _ = polling.await;
     if let Some(exchange) = demo {
@@ -166,6 +165,18 @@ fn poll_settings(config: &Config, accounts: &[AccountConfig]) -> PollSettings {
         backfill: config.bills_backfill,
         bill_queries_per_poll: plan.bill_queries_per_poll,
     }
+}
+
+/// Binds every listen address (a host name to the first of its addresses that binds).
+async fn bind(addresses: &[String]) -> Result<Vec<tokio::net::TcpListener>, RunError> {
+    let mut listeners = Vec::with_capacity(addresses.len());
+    for address in addresses {
+        let listener = tokio::net::TcpListener::bind(address.as_str())
+            .await
+            .map_err(|error| RunError::Listen { address: address.clone(), error })?;
+        listeners.push(listener);
+    }
+    Ok(listeners)
 }
 
 /// The base URL and accounts to poll; in demo mode, starts the simulated exchange first.

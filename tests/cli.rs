@@ -134,3 +134,23 @@ fn version_says_how_the_binary_was_built_as_node_exporter_does() {
     assert!(field("rust version:").is_some_and(|v| v.split('.').count() == 3), "{stdout}");
     assert_eq!(field("platform:"), Some(format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH).as_str()));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn it_serves_on_every_listen_address() {
+    let exporter = Exporter::spawn(Exporter::command(&[
+        "--demo",
+        "--web.listen-address",
+        "127.0.0.1:0",
+        "--web.listen-address",
+        "localhost:0",
+    ]));
+    let log = exporter.log();
+    let line = log.lines().find(|line| line.contains("serving metrics")).unwrap();
+    let addresses = common::field(line, "address").unwrap();
+    let addresses: Vec<&str> = addresses.split(',').collect();
+    assert_eq!(addresses.len(), 2, "{log}");
+    for address in addresses {
+        let body = reqwest::get(format!("http://{address}/metrics")).await.unwrap().text().await.unwrap();
+        assert!(body.contains("capi_up{account=\"demo-1\"}"), "{address}: {body}");
+    }
+}

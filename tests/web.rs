@@ -122,7 +122,7 @@ impl Server {
         let address = listener.local_addr().expect("address");
         let router = Router::new().route("/metrics", get(|| async { PAGE }));
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(listener, router, settings, async move {
+        let task = tokio::spawn(serve(vec![listener], router, settings, async move {
             let _ = stopped.await;
         }));
         Server { address, stop: Some(stop), task }
@@ -296,7 +296,7 @@ async fn serve_fails_at_start_when_the_certificate_is_gone() {
     std::fs::remove_file(dir.path().join("server.crt")).unwrap();
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let settings = WebSettings { config: Some(config), ..WebSettings::default() };
-    let error = serve(listener, Router::new(), settings, std::future::pending()).await.unwrap_err();
+    let error = serve(vec![listener], Router::new(), settings, std::future::pending()).await.unwrap_err();
     assert!(error.to_string().contains("tls_server_config.cert_file: cannot read server.crt"), "{error}");
 }
 

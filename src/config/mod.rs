@@ -96,9 +96,15 @@ pub struct Cli {
     /// YAML file listing several accounts, each with its own credentials.
     #[arg(long = "config.file", env = "CAPI_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
-    /// Address to serve /metrics on.
-    #[arg(long = "web.listen-address", env = "CAPI_WEB_LISTEN_ADDRESS", default_value = "0.0.0.0:10127")]
-    pub web_listen_address: String,
+    /// Address to serve /metrics on: host:port, [IPv6]:port or :port (every IPv4 address);
+    /// repeat the flag (or separate with commas) to listen on several.
+    #[arg(
+        long = "web.listen-address",
+        env = "CAPI_WEB_LISTEN_ADDRESS",
+        default_value = ":10127",
+        value_delimiter = ','
+    )]
+    pub web_listen_address: Vec<String>,
     /// Web configuration file (TLS, basic auth) in the format of Prometheus's exporter-toolkit.
     #[arg(long = "web.config.file", env = "CAPI_WEB_CONFIG_FILE")]
     pub web_config_file: Option<PathBuf>,
@@ -166,7 +172,8 @@ pub struct Config {
     /// `None`: derived from the poll interval actually used.
     pub data_max_age: Option<Duration>,
     pub state_file: Option<PathBuf>,
-    pub listen_address: SocketAddr,
+    /// Where to listen, each as `host:port` for [`tokio::net::TcpListener::bind`].
+    pub listen_addresses: Vec<String>,
     pub telemetry_path: String,
     pub web: WebSettings,
     pub shard: Shard,
@@ -175,12 +182,8 @@ pub struct Config {
 impl Config {
     /// Validates the flags and resolves credentials; every error is one line naming the problem.
     pub fn from_cli(cli: &Cli, env: Env) -> Result<Self, ConfigError> {
-        let listen_address = cli.web_listen_address.parse().map_err(|_| {
-            ConfigError::Invalid(format!(
-                "--web.listen-address {:?} is not an address; write it as host:port, e.g. 0.0.0.0:10127",
-                cli.web_listen_address
-            ))
-        })?;
+        let listen_addresses =
+            cli.web_listen_address.iter().map(|address| listen_address(address)).collect::<Result<_, _>>()?;
         validate_telemetry_path(&cli.web_telemetry_path)?;
         validate_locale(&cli.api_locale)?;
         let coin_ids = validate_coin_ids(&cli.api_coin_ids, "--api.coin-ids")?;
@@ -206,7 +209,7 @@ impl Config {
             bills_backfill: cli.bills_backfill.unwrap_or(Duration::ZERO),
             data_max_age: cli.data_max_age,
             state_file: cli.state_file.clone(),
-            listen_address,
+            listen_addresses,
             telemetry_path: cli.web_telemetry_path.clone(),
             web: WebSettings {
                 config: cli.web_config_file.as_deref().map(WebConfig::load).transpose()?,
@@ -234,6 +237,27 @@ fn validate_locale(locale: &str) -> Result<(), ConfigError> {
 
 /// The paths the server answers besides the telemetry path.
 const RESERVED_PATHS: [&str; 3] = ["/", "/-/healthy", "/-/ready"];
+
+/// One `--web.listen-address`, as exporter-toolkit takes it: `host:port`, `[IPv6]:port`, or
+/// `:port` for every IPv4 address. A host name is looked up when the exporter binds it.
+fn listen_address(text: &str) -> Result<String, ConfigError> {
+    let invalid = || {
+        ConfigError::Invalid(format!(
+            "--web.listen-address {text:?} is not an address; write it like :10127, localhost:10127, 0.0.0.0:10127 or [::]:10127"
+        ))
+    };
+    let (host, port) = text.rsplit_once(':').ok_or_else(invalid)?;
+    port.parse::<u16>().map_err(|_| invalid())?;
+    let is_host_name = |host: &str| {
+        host.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+    };
+    match host {
+        "" => Ok(format!("0.0.0.0:{port}")),
+        _ if text.parse::<SocketAddr>().is_ok() => Ok(text.to_string()),
+        _ if is_host_name(host) => Ok(text.to_string()),
+        _ => Err(invalid()),
+    }
+}
 
 /// A plain path: `/` then segments of letters, digits, `-`, `_`, `.` and `~`, none empty, and
 /// not a path the server answers otherwise. (The router would read `{name}` or `*` as patterns.)

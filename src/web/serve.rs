@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
@@ -26,14 +26,14 @@ const DRAIN_MARGIN: Duration = Duration::from_secs(1);
 /// Pause after an accept error that is not about one connection (e.g. out of file descriptors).
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(500);
 
-/// Serves `router` on `listener` until `shutdown` completes: HTTPS when `settings.config` has a
+/// Serves `router` on every listener until `shutdown` completes: HTTPS when `settings.config` has a
 /// `tls_server_config`, else plain HTTP. At `shutdown` it stops accepting, lets the requests in
 /// flight finish (for at most the request timeout), closes idle connections, and returns.
 ///
 /// Fails only while setting up (certificates or keys that cannot be loaded); a bad client or a
 /// failed handshake closes that one connection and is logged at debug level.
 pub async fn serve(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     router: Router,
     settings: WebSettings,
     shutdown: impl Future<Output = ()> + Send + 'static,
@@ -48,9 +48,11 @@ pub async fn serve(
         http: http_builder(&settings),
         handshake_timeout: non_zero(settings.header_read_timeout),
     });
-    log_start(&listener, &settings);
+    for listener in &listeners {
+        log_start(listener, &settings);
+    }
     let (stop, stopped) = watch::channel(());
-    let mut running = accept_until(listener, connections, stopped, shutdown).await;
+    let mut running = accept_until(listeners, connections, stopped, shutdown).await;
     drop(stop);
     drain(&mut running, drain_deadline(&settings)).await;
     info!("web server stopped");
@@ -88,33 +90,51 @@ fn log_start(listener: &TcpListener, settings: &WebSettings) {
     );
 }
 
-/// Accepts connections, each in its own task, until `shutdown`; returns the tasks still running.
+/// Accepts connections on every listener, each connection in its own task, until `shutdown`;
+/// returns the tasks still running.
 async fn accept_until(
-    listener: TcpListener,
+    listeners: Vec<TcpListener>,
     connections: Arc<ConnectionSettings>,
     stopped: watch::Receiver<()>,
     shutdown: impl Future<Output = ()>,
 ) -> JoinSet<()> {
+    let (handover, mut accepted) = mpsc::channel(listeners.len().max(1));
+    let mut accepting = JoinSet::new();
+    for listener in listeners {
+        accepting.spawn(accept_into(listener, handover.clone()));
+    }
     let mut running = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
-            () = &mut shutdown => return running,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) => {
-                    running.spawn(serve_connection(stream, peer, connections.clone(), stopped.clone()));
-                }
-                Err(error) if is_connection_error(&error) => debug!(%error, "connection failed while accepting"),
-                Err(error) => {
-                    warn!(%error, "cannot accept connections; retrying");
-                    tokio::select! {
-                        () = &mut shutdown => return running,
-                        () = tokio::time::sleep(ACCEPT_ERROR_PAUSE) => {}
-                    }
-                }
-            },
+            () = &mut shutdown => break,
+            Some((stream, peer)) = accepted.recv() => {
+                running.spawn(serve_connection(stream, peer, connections.clone(), stopped.clone()));
+            }
             // Reaps finished connections so the set does not grow with every connection served.
             Some(_) = running.join_next(), if !running.is_empty() => {}
+        }
+    }
+    // Dropping the listeners stops accepting.
+    accepting.abort_all();
+    running
+}
+
+/// Accepts connections on one listener and hands them over, pausing after an error that is not
+/// about one connection (e.g. out of file descriptors).
+async fn accept_into(listener: TcpListener, handover: mpsc::Sender<(TcpStream, SocketAddr)>) {
+    loop {
+        match listener.accept().await {
+            Ok(connection) => {
+                if handover.send(connection).await.is_err() {
+                    return;
+                }
+            }
+            Err(error) if is_connection_error(&error) => debug!(%error, "connection failed while accepting"),
+            Err(error) => {
+                warn!(%error, "cannot accept connections; retrying");
+                tokio::time::sleep(ACCEPT_ERROR_PAUSE).await;
+            }
         }
     }
 }

@@ -136,7 +136,9 @@ impl Exporter {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if line.contains("serving metrics") {
-                    let _ = found.send(field(&line, "address").unwrap_or_default());
+                    // The first address, when it listens on several.
+                    let addresses = field(&line, "address").unwrap_or_default();
+                    let _ = found.send(addresses.split(',').next().unwrap_or_default().to_string());
                 }
                 let mut log = sink.lock().unwrap();
                 log.push_str(&line);
@@ -230,7 +232,7 @@ pub fn wait_exit(child: &mut Child) -> ExitStatus {
 }
 
 /// The value of `key` in a logfmt or JSON log line.
-fn field(line: &str, key: &str) -> Option<String> {
+pub fn field(line: &str, key: &str) -> Option<String> {
     if line.starts_with('{') {
         let json: serde_json::Value = serde_json::from_str(line).ok()?;
         return json.get(key)?.as_str().map(str::to_string);

@@ -17,7 +17,7 @@ async fn start(
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(serve(listener, router, settings, async move {
+    let server = tokio::spawn(serve(vec![listener], router, settings, async move {
         let _ = stopped.await;
     }));
     (address, stop, server)
