@@ -108,7 +108,12 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let (stop, stopped) = watch::channel(false);
     let polling = spawn_pollers(pollers, settings.interval, stopped).map_err(RunError::Serve)?;
 
-    let state = AppState { exposition, slots: slots.into(), telemetry_path: config.telemetry_path.clone() };
+    let state = AppState {
+        exposition,
+        slots: slots.into(),
+        telemetry_path: config.telemetry_path.clone(),
+        max_requests: config.web.max_requests,
+    };
     let served = web::serve(listeners, app(state), config.web.clone(), shutdown).await;
     let _ = stop.send(true);
     let _ = polling.await;

@@ -16,7 +16,7 @@ fn state(path: &str) -> (AppState, Arc<AccountSlot>) {
     let slot = AccountSlot::new("main");
     slot.publish(AccountSnapshot { stats: Arc::new(AccountStats::new(Duration::from_secs(15))), ..Default::default() });
     let exposition = Arc::new(Exposition::new(vec![slot.clone()], Duration::from_secs(60)));
-    (AppState { exposition, slots: vec![slot.clone()].into(), telemetry_path: path.into() }, slot)
+    (AppState { exposition, slots: vec![slot.clone()].into(), telemetry_path: path.into(), max_requests: 40 }, slot)
 }
 
 async fn get(state: &AppState, path: &str) -> (StatusCode, String, String) {
@@ -103,4 +103,16 @@ async fn metrics_are_gzipped_for_scrapers_that_accept_it() {
         plain.lines().filter(|l| !l.starts_with("process_")).count()
     );
     assert!(compressed.len() * 3 < plain.len(), "{} bytes compressed from {}", compressed.len(), plain.len());
+}
+
+#[tokio::test]
+async fn scrapes_are_counted_by_code_as_promhttp_counts_them() {
+    let (state, _) = state("/metrics");
+    get(&state, "/metrics").await;
+    get(&state, "/-/healthy").await;
+    let (_, _, body) = get(&state, "/metrics").await;
+    assert!(body.contains("promhttp_metric_handler_requests_total{code=\"200\"} 1\n"), "{body}");
+    assert!(body.contains("promhttp_metric_handler_requests_total{code=\"503\"} 0\n"), "{body}");
+    // The scrape being served counts itself, as with client_golang.
+    assert!(body.contains("promhttp_metric_handler_requests_in_flight 1\n"), "{body}");
 }

@@ -16,6 +16,7 @@ mod process;
 pub use format::Format;
 
 use crate::api::clock::local_now_ms;
+use crate::snapshot::handler::HandlerStats;
 use crate::snapshot::AccountSlot;
 use crate::version::{BRANCH, REVISION, RUST_VERSION, VERSION};
 use account::View;
@@ -30,6 +31,10 @@ use std::time::Duration;
 /// How long the parts of a page sent are.
 const CHUNK_BYTES: usize = 256 * 1024;
 
+const HANDLER_REQUESTS: Family =
+    Family::counter("promhttp_metric_handler_requests", "Total number of scrapes by HTTP status code.");
+const HANDLER_IN_FLIGHT: Family =
+    Family::gauge("promhttp_metric_handler_requests_in_flight", "Current number of scrapes being served.");
 const BUILD_INFO: Family =
     Family::gauge("capi_exporter_build_info", "The exporter's version and how it was built; value 1");
 
@@ -38,6 +43,7 @@ const BUILD_INFO: Family =
 pub struct Exposition {
     accounts: Vec<Account>,
     max_age: Duration,
+    handler: Arc<HandlerStats>,
 }
 
 /// An account's slot and the lines last rendered from it.
@@ -89,7 +95,12 @@ impl Exposition {
     /// Figures older than `max_age` are withdrawn; their age stays visible.
     pub fn new(slots: Vec<Arc<AccountSlot>>, max_age: Duration) -> Self {
         let accounts = slots.into_iter().map(|slot| Account { slot, rendered: Mutex::new(None) }).collect();
-        Self { accounts, max_age }
+        Self { accounts, max_age, handler: Arc::default() }
+    }
+
+    /// Where the web layer counts the scrapes it serves.
+    pub fn handler_stats(&self) -> Arc<HandlerStats> {
+        self.handler.clone()
     }
 
     /// The page of one scrape.
@@ -101,7 +112,12 @@ impl Exposition {
         for (account, rendered) in self.accounts.iter().zip(&accounts) {
             account::write_data_age(account.slot.name(), &rendered.fetched_at_ms, now_ms, &mut ages);
         }
-        Page::new(format, accounts.into_iter().map(|rendered| rendered.lines.clone()).collect(), ages, own_lines())
+        Page::new(
+            format,
+            accounts.into_iter().map(|rendered| rendered.lines.clone()).collect(),
+            ages,
+            own_lines(&self.handler),
+        )
     }
 }
 
@@ -135,8 +151,11 @@ impl Account {
 }
 
 /// The exporter's own families, as of now.
-fn own_lines() -> Lines {
+fn own_lines(handler: &HandlerStats) -> Lines {
     let mut lines = Lines::default();
+    let by_code = handler.by_code().into_iter().map(|(code, n)| ([("code", code.to_string())], n as f64));
+    lines.family(&HANDLER_REQUESTS, by_code);
+    lines.family(&HANDLER_IN_FLIGHT, [([] as [(&str, &str); 0], handler.in_flight() as f64)]);
     let labels = [("version", VERSION), ("revision", REVISION), ("branch", BRANCH), ("rustversion", RUST_VERSION)];
     lines.family(&BUILD_INFO, [(labels, 1.0)]);
     process::write(&mut lines);

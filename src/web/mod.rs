@@ -8,8 +8,9 @@
 //! in flight, time per request, time to send the request headers).
 //!
 //! Every request passes, from the outside in: the configured headers (set on every response,
-//! refusals included); the rate limit (429); the request timeout (503); basic auth (401); the
-//! limit on requests in flight (503 at once, never a queue); and only then the router.
+//! refusals included); the rate limit (429); the request timeout (503); basic auth (401); and
+//! only then the router, where the metrics route has its limit on scrapes at once (503 at once,
+//! never a queue) and counts its answers.
 
 mod auth;
 mod config;
@@ -34,7 +35,8 @@ use std::time::Duration;
 pub struct WebSettings {
     /// The parsed web configuration file; `None` serves plain HTTP without authentication.
     pub config: Option<WebConfig>,
-    /// Requests answered at the same time; the next one gets 503 at once. 0 means no limit.
+    /// Scrapes answered at the same time; the next one gets 503 at once. 0 means no limit.
+    /// ([`app`] applies it, to the metrics route only.)
     pub max_requests: usize,
     /// Time to produce a whole response, else 503. Zero means no limit.
     pub request_timeout: Duration,

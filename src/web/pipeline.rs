@@ -1,8 +1,8 @@
 //! What every request passes through on its way to the routes, as tower layers, from the outside
 //! in: configured headers (on every response, refusals included), rate limit (429), request
-//! timeout (503), basic auth (401), limit on requests in flight (503 at once, never a queue).
+//! timeout (503), basic auth (401). (The limit on scrapes at once is the metrics route's own.)
 //!
-//! tower and tower-http provide the headers, the timeout and the shed-at-once concurrency limit.
+//! tower-http provides the headers and the timeout.
 //! The rate limit and basic auth are this exporter's own middleware: exporter-toolkit's rate limit
 //! refuses with 429 where tower's waits, and basic auth checks bcrypt hashes as exporter-toolkit's
 //! web configuration gives them.
@@ -11,15 +11,12 @@ use super::auth::{BasicAuth, Verdict};
 use super::rate_limit::RateLimiter;
 use super::WebSettings;
 use axum::body::Body;
-use axum::error_handling::HandleErrorLayer;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::{BoxError, Router};
+use axum::Router;
 use std::sync::Arc;
-use tower::limit::GlobalConcurrencyLimitLayer;
-use tower::ServiceBuilder;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 
@@ -27,17 +24,8 @@ use tower_http::timeout::TimeoutLayer;
 /// what came before, so the layers are added from the inside out.
 pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> Router {
     let config = settings.config.as_ref();
-    if settings.max_requests > 0 {
-        // One limit shared by every route; load_shed turns "no place" into an error at once.
-        let max = settings.max_requests;
-        let limit = ServiceBuilder::new()
-            .layer(HandleErrorLayer::new(move |_: BoxError| async move { overloaded(max) }))
-            .load_shed()
-            .layer(GlobalConcurrencyLimitLayer::new(settings.max_requests));
-        router = router.layer(limit);
-    }
     // Basic auth comes inside the timeout, which bounds the wait for a bcrypt check, and outside
-    // the limit in flight, so that guesses slowed down by bcrypt never take the scrapes' places.
+    // the routes' scrape limit, so that guesses slowed down by bcrypt never take scrapes' places.
     if let Some(auth) = config.and_then(|config| BasicAuth::new(config.users())) {
         router = router.layer(middleware::from_fn_with_state(Arc::new(auth), check_credentials));
     }
@@ -52,11 +40,6 @@ pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> Router {
         router = router.layer(SetResponseHeaderLayer::overriding(name.clone(), value.clone()));
     }
     router
-}
-
-fn overloaded(max: usize) -> Response {
-    let text = format!("Limit of concurrent requests reached ({max}), try again later.\n");
-    (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
 }
 
 async fn rate_limited(State(limiter): State<Arc<RateLimiter>>, request: Request, next: Next) -> Response {

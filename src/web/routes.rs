@@ -2,19 +2,25 @@
 //! `/-/healthy` and `/-/ready` probes. [`app`] builds the router without a socket, for tests.
 
 use crate::exposition::{Exposition, Format, Page};
+use crate::snapshot::handler::HandlerStats;
 use crate::snapshot::AccountSlot;
 use crate::version::{REVISION, VERSION};
 use axum::body::{Body, Bytes};
+use axum::error_handling::HandleErrorLayer;
+use axum::extract::Request;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
+use axum::middleware::{self, Next};
 use axum::response::{Html, IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
+use axum::routing::{get, MethodRouter};
+use axum::{BoxError, Router};
 use http_body::{Frame, SizeHint};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower::ServiceBuilder;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 #[derive(Clone, Debug)]
@@ -22,11 +28,15 @@ pub struct AppState {
     pub exposition: Arc<Exposition>,
     pub slots: Arc<[Arc<AccountSlot>]>,
     pub telemetry_path: String,
+    /// `--web.max-requests`: scrapes served at once; 0 for no limit.
+    pub max_requests: usize,
 }
 
 pub fn app(state: AppState) -> Router {
+    let metrics_route = get(metrics).layer(CompressionLayer::new().quality(CompressionLevel::Precise(2)));
+    let metrics_route = limited(metrics_route, state.max_requests, state.exposition.handler_stats());
     Router::new()
-        .route(&state.telemetry_path, get(metrics).layer(CompressionLayer::new().quality(CompressionLevel::Precise(2))))
+        .route(&state.telemetry_path, metrics_route)
         .route("/", get(landing))
         .route("/-/healthy", get(|| async { "OK\n" }))
         .route("/-/ready", get(ready))
@@ -42,6 +52,39 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
     let format = Format::negotiate(accept);
     let headers = [(header::CONTENT_TYPE, format.content_type()), (header::VARY, "Accept")];
     (headers, Body::new(PageBody(state.exposition.page(format)))).into_response()
+}
+
+/// The scrape limit and the handler metrics around the metrics route, as client_golang's promhttp
+/// puts them: at most `max` scrapes at once (0: no limit), the next one gets 503 at once, never a
+/// queue (a scraper that waits in one would time out anyway); every answer, 503s included, is
+/// counted by status code. The probes are never limited, so a flood of scrapes cannot fail them.
+pub(super) fn limited<S: Clone + Send + Sync + 'static>(
+    route: MethodRouter<S>,
+    max: usize,
+    stats: Arc<HandlerStats>,
+) -> MethodRouter<S> {
+    let route = if max == 0 {
+        route
+    } else {
+        let shed_at_once = ServiceBuilder::new()
+            .layer(HandleErrorLayer::new(move |_: BoxError| async move { over_the_limit(max) }))
+            .load_shed()
+            .layer(GlobalConcurrencyLimitLayer::new(max));
+        route.layer(shed_at_once)
+    };
+    route.layer(middleware::from_fn_with_state(stats, counted))
+}
+
+fn over_the_limit(max: usize) -> Response {
+    let text = format!("Limit of concurrent requests reached ({max}), try again later.\n");
+    (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
+}
+
+async fn counted(State(stats): State<Arc<HandlerStats>>, request: Request, next: Next) -> Response {
+    let in_flight = stats.start();
+    let response = next.run(request).await;
+    in_flight.finish(response.status().as_u16());
+    response
 }
 
 /// The page as an HTTP body, sent a piece at a time.

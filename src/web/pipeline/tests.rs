@@ -1,11 +1,14 @@
 use super::*;
+use crate::snapshot::handler::HandlerStats;
+use crate::web::routes::limited;
 use crate::web::test_support::cheap_hash;
 use crate::web::WebConfig;
 use axum::routing::get;
 use base64::Engine;
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::sync::{Barrier, Semaphore};
+use tokio::sync::{RwLock, Semaphore};
 use tower::ServiceExt;
 
 const PATIENCE: Duration = Duration::from_secs(10);
@@ -15,8 +18,8 @@ async fn handle(router: &Router, request: Request<Body>) -> Response {
     router.clone().oneshot(request).await.unwrap()
 }
 
-fn settings(config: Option<WebConfig>, max_requests: usize, request_timeout: Duration) -> WebSettings {
-    WebSettings { config, max_requests, request_timeout, header_read_timeout: Duration::from_secs(5) }
+fn settings(config: Option<WebConfig>, request_timeout: Duration) -> WebSettings {
+    WebSettings { config, request_timeout, header_read_timeout: Duration::from_secs(5), ..WebSettings::default() }
 }
 
 fn page() -> Router {
@@ -37,24 +40,26 @@ async fn body_text(response: Response) -> String {
     String::from_utf8(bytes.to_vec()).unwrap()
 }
 
-/// A router whose handler reports that it started, then waits on `barrier`.
-fn waiting_router(started: Arc<Semaphore>, barrier: Arc<Barrier>) -> Router {
+/// A router whose one route, limited to `max` at once, reports that a request started, then
+/// waits for the gate to open (the test holds its write lock).
+fn gated_router(started: Arc<Semaphore>, gate: Arc<RwLock<()>>, max: usize, stats: Arc<HandlerStats>) -> Router {
     let handler = move || {
-        let (started, barrier) = (started.clone(), barrier.clone());
+        let (started, gate) = (started.clone(), gate.clone());
         async move {
             started.add_permits(1);
-            barrier.wait().await;
+            let _open = gate.read().await;
             "done"
         }
     };
-    Router::new().route("/", get(handler)).route("/quick", get(|| async { "quick" }))
+    Router::new().route("/", limited(get(handler), max, stats))
 }
 
 #[tokio::test]
-async fn beyond_max_requests_the_next_request_gets_503_at_once() {
+async fn beyond_max_requests_the_next_scrape_gets_503_at_once_and_is_counted() {
     let max = 3;
-    let (started, barrier) = (Arc::new(Semaphore::new(0)), Arc::new(Barrier::new(max + 1)));
-    let pipeline = wrap(waiting_router(started.clone(), barrier.clone()), &settings(None, max, Duration::ZERO));
+    let (started, gate, stats) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())), Arc::default());
+    let closed = gate.clone().write_owned().await;
+    let pipeline = wrap(gated_router(started.clone(), gate, max, Arc::clone(&stats)), &settings(None, Duration::ZERO));
     let in_flight: Vec<_> = (0..max)
         .map(|_| {
             let pipeline = pipeline.clone();
@@ -63,51 +68,65 @@ async fn beyond_max_requests_the_next_request_gets_503_at_once() {
         .collect();
     let all_started = started.acquire_many(max as u32);
     tokio::time::timeout(PATIENCE, all_started).await.expect("handlers started").unwrap().forget();
+    assert_eq!(stats.in_flight(), 3);
 
     let refused = tokio::time::timeout(PATIENCE, handle(&pipeline, request(None))).await.expect("answered at once");
     assert_eq!(refused.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(body_text(refused).await.contains("Limit of concurrent requests reached (3)"));
 
-    barrier.wait().await;
+    drop(closed);
     for task in in_flight {
         let response = tokio::time::timeout(PATIENCE, task).await.expect("finished").unwrap();
         assert_eq!(response.status(), StatusCode::OK);
     }
-    // The permits came back: as many requests as the limit pass again.
+    // The places came back: as many requests as the limit pass again.
     for _ in 0..max {
-        let quick = Request::builder().uri("/quick").body(Body::empty()).unwrap();
-        assert_eq!(handle(&pipeline, quick).await.status(), StatusCode::OK);
+        assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK);
     }
+    assert_eq!(stats.by_code(), [(200, 6), (500, 0), (503, 1)].into());
+    assert_eq!(stats.in_flight(), 0);
 }
 
 #[tokio::test]
 async fn zero_max_requests_means_no_limit() {
     let parallel = 8;
-    let (started, barrier) = (Arc::new(Semaphore::new(0)), Arc::new(Barrier::new(parallel)));
-    let pipeline = wrap(waiting_router(started, barrier), &settings(None, 0, Duration::ZERO));
+    let (started, gate) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())));
+    let closed = gate.clone().write_owned().await;
+    let pipeline = wrap(gated_router(started.clone(), gate, 0, Arc::default()), &settings(None, Duration::ZERO));
     let requests: Vec<_> = (0..parallel)
         .map(|_| {
             let pipeline = pipeline.clone();
             tokio::spawn(async move { handle(&pipeline, request(None)).await })
         })
         .collect();
+    let all_started = started.acquire_many(parallel as u32);
+    tokio::time::timeout(PATIENCE, all_started).await.expect("all ran at once").unwrap().forget();
+    drop(closed);
     for task in requests {
-        let response = tokio::time::timeout(PATIENCE, task).await.expect("all ran at once").unwrap();
+        let response = tokio::time::timeout(PATIENCE, task).await.expect("finished").unwrap();
         assert_eq!(response.status(), StatusCode::OK);
     }
 }
 
 #[tokio::test]
-async fn a_request_over_its_time_gets_503_and_frees_its_slot() {
-    let router =
-        Router::new().route("/", get(std::future::pending::<&'static str>)).route("/quick", get(|| async { "quick" }));
-    let pipeline = wrap(router, &settings(None, 1, Duration::from_millis(100)));
+async fn a_request_over_its_time_gets_503_and_frees_its_place() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let handler = move || {
+        let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+        async move {
+            if first {
+                std::future::pending::<()>().await;
+            }
+            "quick"
+        }
+    };
+    let router = Router::new().route("/", limited(get(handler), 1, Arc::default()));
+    let pipeline = wrap(router, &settings(None, Duration::from_millis(100)));
     let started = std::time::Instant::now();
     let response = tokio::time::timeout(PATIENCE, handle(&pipeline, request(None))).await.expect("timed out in time");
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert!(started.elapsed() >= Duration::from_millis(100));
-    let quick = Request::builder().uri("/quick").body(Body::empty()).unwrap();
-    assert_eq!(handle(&pipeline, quick).await.status(), StatusCode::OK, "the only slot is free again");
+    assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK, "the only place is free again");
 }
 
 fn config(text: &str) -> WebConfig {
@@ -124,7 +143,7 @@ async fn basic_auth_guards_every_path_and_shows_nothing_of_the_page() {
         "basic_auth_users:\n  alice: '{}'\nhttp_server_config:\n  headers:\n    X-Frame-Options: deny\n",
         cheap_hash("wonderland")
     );
-    let pipeline = wrap(page(), &settings(Some(config(&text)), 10, Duration::from_secs(5)));
+    let pipeline = wrap(page(), &settings(Some(config(&text)), Duration::from_secs(5)));
 
     let allowed = handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await;
     assert_eq!(allowed.status(), StatusCode::OK);
@@ -148,7 +167,7 @@ async fn basic_auth_guards_every_path_and_shows_nothing_of_the_page() {
 #[tokio::test]
 async fn the_rate_limit_answers_429() {
     let pipeline =
-        wrap(page(), &settings(Some(config("rate_limit:\n  interval: 1h\n  burst: 2\n")), 10, Duration::from_secs(5)));
+        wrap(page(), &settings(Some(config("rate_limit:\n  interval: 1h\n  burst: 2\n")), Duration::from_secs(5)));
     assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK);
     assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK);
     assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -156,12 +175,11 @@ async fn the_rate_limit_answers_429() {
 
 #[tokio::test]
 async fn wrong_credentials_are_refused_before_they_can_take_a_place() {
-    let (started, barrier) = (Arc::new(Semaphore::new(0)), Arc::new(Barrier::new(2)));
+    let (started, gate) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())));
+    let closed = gate.clone().write_owned().await;
     let text = format!("basic_auth_users:\n  alice: '{}'\n", cheap_hash("wonderland"));
-    let pipeline = wrap(
-        waiting_router(started.clone(), barrier.clone()),
-        &settings(Some(config(&text)), 1, Duration::from_secs(5)),
-    );
+    let router = gated_router(started.clone(), gate, 1, Arc::default());
+    let pipeline = wrap(router, &settings(Some(config(&text)), Duration::from_secs(5)));
     let holder = tokio::spawn({
         let pipeline = pipeline.clone();
         async move { handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await }
@@ -173,6 +191,6 @@ async fn wrong_credentials_are_refused_before_they_can_take_a_place() {
     let second = handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await;
     assert_eq!(second.status(), StatusCode::SERVICE_UNAVAILABLE, "the only place is taken");
 
-    barrier.wait().await;
+    drop(closed);
     assert_eq!(tokio::time::timeout(PATIENCE, holder).await.unwrap().unwrap().status(), StatusCode::OK);
 }
