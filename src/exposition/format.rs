@@ -10,6 +10,8 @@
 
 use crate::snapshot::stats::{Histogram, LATENCY_BUCKETS};
 use axum::body::Bytes;
+use std::borrow::Cow;
+use std::hash::{DefaultHasher, Hash, Hasher};
 use std::ops::Range;
 
 /// The classic text format's content type.
@@ -196,13 +198,29 @@ pub struct Pairs<'a> {
     first: bool,
 }
 
+/// Label values longer than this (free text from the exchange, such as `extra_data_json`) are
+/// cut to their first 200 bytes, then `…` and a hash of the whole value, so that two long values
+/// stay two series and a page stays bounded.
+pub const MAX_LABEL_VALUE_BYTES: usize = 256;
+const KEPT_BYTES: usize = 200;
+
+fn bounded(value: &str) -> Cow<'_, str> {
+    if value.len() <= MAX_LABEL_VALUE_BYTES {
+        return Cow::Borrowed(value);
+    }
+    let cut = (0..=KEPT_BYTES).rev().find(|at| value.is_char_boundary(*at)).unwrap_or(0);
+    let mut hasher = DefaultHasher::new();
+    value.hash(&mut hasher);
+    Cow::Owned(format!("{}…{:016x}", &value[..cut], hasher.finish()))
+}
+
 impl Pairs<'_> {
     pub fn pair(&mut self, name: &str, value: &str) {
         self.out.push(if self.first { b'{' } else { b',' });
         self.first = false;
         self.out.extend_from_slice(name.as_bytes());
         self.out.extend_from_slice(b"=\"");
-        escape_into(self.out, value);
+        escape_into(self.out, &bounded(value));
         self.out.push(b'"');
     }
 }
@@ -551,5 +569,18 @@ mod tests {
             let as_float: f64 = written.parse().unwrap();
             prop_assert_eq!(as_float, value.to_string().parse::<f64>().unwrap());
         }
+    }
+
+    #[test]
+    fn long_label_values_are_cut_and_stay_distinct() {
+        let long = |tail: &str| format!("{}{tail}", "é".repeat(150));
+        let (a, b) = (long("a"), long("b"));
+        const GAUGE: Family = Family::gauge("capi_x", "");
+        let write = |value: &str| lines(&GAUGE, vec![([("v", value)], 1.0)]);
+        let (a_line, b_line) = (write(&a), write(&b));
+        assert_ne!(a_line, b_line);
+        let value = a_line.trim_start_matches("capi_x{v=\"").split('"').next().unwrap().to_string();
+        assert!(value.len() <= MAX_LABEL_VALUE_BYTES && value.starts_with(&"é".repeat(100)), "{value}");
+        assert_eq!(write("short"), "capi_x{v=\"short\"} 1\n");
     }
 }
