@@ -2,6 +2,7 @@
 //! log warnings and errors only, so that `--log.level debug` stays readable.
 
 use crate::config::{LogFormat, LogLevel};
+use serde_json::Value;
 use std::fmt;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
@@ -23,53 +24,81 @@ pub fn init(level: LogLevel, format: LogFormat) {
     };
     let filter = Targets::new().with_target(env!("CARGO_CRATE_NAME"), level).with_default(level.min(LevelFilter::WARN));
     let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false);
-    let registry = tracing_subscriber::registry().with(filter);
-    match format {
-        LogFormat::Logfmt => registry.with(layer.event_format(Logfmt)).init(),
-        LogFormat::Json => registry.with(layer.json().flatten_event(true)).init(),
-    }
+    tracing_subscriber::registry().with(filter).with(layer.event_format(Lines(format))).init();
 }
 
-/// `ts=... level=info target=... msg="..." key=value`.
-pub struct Logfmt;
+/// One line per event, in either format with the same keys: `ts`, `level`, `target`, `msg`, then
+/// the event's own fields. logfmt: `ts=... level=info target=... msg="..." key=value`.
+struct Lines(LogFormat);
 
-impl<S, N> FormatEvent<S, N> for Logfmt
+impl<S, N> FormatEvent<S, N> for Lines
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
     fn format_event(&self, _ctx: &FmtContext<'_, S, N>, mut writer: Writer<'_>, event: &Event<'_>) -> fmt::Result {
-        writer.write_str("ts=")?;
-        SystemTime.format_time(&mut writer)?;
+        let mut ts = String::new();
+        SystemTime.format_time(&mut Writer::new(&mut ts))?;
         let meta = event.metadata();
-        write!(writer, " level={} target={}", meta.level().as_str().to_ascii_lowercase(), meta.target())?;
-        let mut visitor = LogfmtFields { line: String::new() };
-        event.record(&mut visitor);
-        writeln!(writer, "{}", visitor.line)
+        let mut fields = Fields(vec![
+            ("ts", Value::from(ts)),
+            ("level", Value::from(meta.level().as_str().to_ascii_lowercase())),
+            ("target", Value::from(meta.target())),
+        ]);
+        event.record(&mut fields);
+        let line = match self.0 {
+            LogFormat::Logfmt => {
+                let pairs: Vec<String> =
+                    fields.0.iter().map(|(key, value)| format!("{key}={}", logfmt(value))).collect();
+                pairs.join(" ")
+            }
+            LogFormat::Json => {
+                let pairs: Vec<String> =
+                    fields.0.iter().map(|(key, value)| format!("{}:{value}", Value::from(*key))).collect();
+                format!("{{{}}}", pairs.join(","))
+            }
+        };
+        writeln!(writer, "{line}")
     }
 }
 
-struct LogfmtFields {
-    line: String,
+/// An event's fields in order, `message` named `msg`; numbers and booleans stay typed for JSON.
+struct Fields(Vec<(&'static str, Value)>);
+
+impl Fields {
+    fn push(&mut self, field: &Field, value: Value) {
+        let key = if field.name() == "message" { "msg" } else { field.name() };
+        self.0.push((key, value));
+    }
 }
 
-impl Visit for LogfmtFields {
+impl Visit for Fields {
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.push(field, Value::from(value));
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.push(field, Value::from(value));
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.push(field, Value::from(value));
+    }
+
     fn record_str(&mut self, field: &Field, value: &str) {
-        self.push(field, value);
+        self.push(field, Value::from(value));
     }
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
-        self.push(field, &format!("{value:?}"));
+        self.push(field, Value::from(format!("{value:?}")));
     }
 }
 
-impl LogfmtFields {
-    fn push(&mut self, field: &Field, value: &str) {
-        let key = if field.name() == "message" { "msg" } else { field.name() };
-        self.line.push(' ');
-        self.line.push_str(key);
-        self.line.push('=');
-        self.line.push_str(&quote(value));
+/// A value as logfmt writes it: text quoted when needed, numbers and booleans as they are.
+fn logfmt(value: &Value) -> String {
+    match value {
+        Value::String(text) => quote(text),
+        other => other.to_string(),
     }
 }
 
@@ -97,7 +126,44 @@ fn quote(value: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::quote;
+    use super::*;
+    use std::sync::{Arc, Mutex};
+
+    /// What one event logs in `format`.
+    fn logged(format: LogFormat) -> String {
+        #[derive(Clone, Default)]
+        struct Buffer(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buffer {
+            fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(bytes);
+                Ok(bytes.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buffer = Buffer::default();
+        let sink = buffer.clone();
+        let layer = tracing_subscriber::fmt::layer().with_writer(move || sink.clone()).event_format(Lines(format));
+        let subscriber = tracing_subscriber::registry().with(layer);
+        tracing::subscriber::with_default(subscriber, || tracing::warn!(accounts = 2, path = "/a b", "serving"));
+        let text = buffer.0.lock().unwrap().clone();
+        String::from_utf8(text).unwrap()
+    }
+
+    #[test]
+    fn both_formats_use_the_same_keys() {
+        let logfmt = logged(LogFormat::Logfmt);
+        let rest = " level=warn target=capi_exporter::logging::tests msg=serving accounts=2 path=\"/a b\"\n";
+        assert!(logfmt.starts_with("ts=") && logfmt.ends_with(rest), "{logfmt}");
+        let json: serde_json::Map<String, Value> = serde_json::from_str(&logged(LogFormat::Json)).unwrap();
+        let keys: Vec<&str> = json.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["accounts", "level", "msg", "path", "target", "ts"]);
+        assert_eq!(
+            (json["level"].as_str(), json["msg"].as_str(), json["accounts"].as_u64()),
+            (Some("warn"), Some("serving"), Some(2))
+        );
+    }
 
     #[test]
     fn values_are_quoted_only_when_needed() {
