@@ -98,7 +98,7 @@ fn fixed_answers() -> Exposition {
     state.start_bill_scan(COUNTED_AT_MS);
     let bills = read_bill_answer(200, &headers, BILLS.as_bytes()).unwrap();
     assert!(bills.problems.is_empty(), "{:?}", bills.problems);
-    assert_eq!(state.take_bills(&bills.value).new_bills, 5);
+    assert_eq!(state.take_bills(&bills.value).new_bill_ids.len(), 5);
     slot.publish(state.snapshot(true, Arc::new(AccountStats::new(settings.interval))));
     Exposition::new(vec![slot], Duration::from_secs(300))
 }

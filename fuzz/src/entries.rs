@@ -17,7 +17,7 @@ use capi_exporter::poller::{Checkpoint, PollSettings};
 use capi_exporter::snapshot::{AccountSlot, AccountSnapshot};
 use capi_exporter::web::WebConfig;
 use serde_json::Value;
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -139,7 +139,9 @@ fn answer_once_counting_nothing_twice(cursor: &mut BillCursor, page: &BillPage, 
 /// first answers the account query, the others the bill queries in turn. Each is read by the
 /// client's own reader, taken by the poll state (cursor, counters, figures), published and
 /// rendered. Invariants: nothing panics; the exposition is well-formed and shows exactly the
-/// bills counted; a poll resumed from the checkpoint counts none of them again.
+/// bills counted; a poll resumed from the checkpoint with the same answers counts none of them
+/// again, nor any bill at or before the point the first settled. (It may count a bill the first
+/// never saw: its queries differ, so the same answers can show it in range.)
 pub fn poll(data: &[u8]) {
     let settings = PollSettings {
         interval: Duration::from_secs(15),
@@ -160,7 +162,7 @@ pub fn poll(data: &[u8]) {
         Some(Err(_)) | None => up = false,
     }
     let bill_answers: Vec<(u16, &[u8])> = answers.take(MAX_QUERIES).collect();
-    let (counted, failed) = scan(&mut state, WALL_CLOCK_MS, &bill_answers, &no_headers);
+    let (counted, failed, first_ids) = scan(&mut state, WALL_CLOCK_MS, &bill_answers, &no_headers);
     up &= !failed;
 
     let checkpoint = state.checkpoint();
@@ -172,24 +174,39 @@ pub fn poll(data: &[u8]) {
     let shown: f64 = samples.iter().filter(|(series, _)| series.starts_with("capi_bills_total{")).map(|(_, v)| v).sum();
     assert_eq!(shown, in_counters as f64, "the exposition shows another number of bills than were counted");
 
+    let settled_through = checkpoint.cursor.as_ref().map_or(i64::MIN, |cursor| cursor.settled_through);
     let mut resumed = PollState::new(checkpoint, &AccountSnapshot::default(), &settings, &[2]);
-    let (again, _) = scan(&mut resumed, WALL_CLOCK_MS + 1, &bill_answers, &no_headers);
-    assert_eq!(again, 0, "a poll resumed from the checkpoint counted bills again");
+    let (_, _, again) = scan(&mut resumed, WALL_CLOCK_MS + 1, &bill_answers, &no_headers);
+    let twice: Vec<_> = again.keys().filter(|id| first_ids.contains_key(*id)).collect();
+    assert_eq!(twice, Vec::<&String>::new(), "a poll resumed from the checkpoint counted bills again");
+    let settled: Vec<_> = again.iter().filter(|(_, ctime)| **ctime <= settled_through).collect();
+    assert_eq!(settled, Vec::<(&String, &i64)>::new(), "a resumed poll counted bills the first had settled");
 }
 
 /// Answers the bill queries of one scan in turn, until an answer is an error (which ends the
-/// scan as it ends a poll). Returns the bills counted and whether an error ended it.
-fn scan(state: &mut PollState, now_ms: i64, answers: &[(u16, &[u8])], headers: &http::HeaderMap) -> (u64, bool) {
+/// scan as it ends a poll). Returns the bills counted, whether an error ended it, and the
+/// counted bills' ids with their creation times; no id is counted twice within the scan.
+fn scan(
+    state: &mut PollState,
+    now_ms: i64,
+    answers: &[(u16, &[u8])],
+    headers: &http::HeaderMap,
+) -> (u64, bool, HashMap<String, i64>) {
     state.start_bill_scan(now_ms);
     let mut counted = 0;
+    let mut ids = HashMap::new();
     for (status, body) in answers {
         if state.next_bill_query().is_none() {
             break;
         }
-        let Ok(answer) = read_bill_answer(*status, headers, body) else { return (counted, true) };
-        counted += state.take_bills(&answer.value).new_bills as u64;
+        let Ok(answer) = read_bill_answer(*status, headers, body) else { return (counted, true, ids) };
+        for id in state.take_bills(&answer.value).new_bill_ids {
+            let ctime = answer.value.items.iter().find(|bill| bill.id == id).map_or(i64::MIN, |bill| bill.ctime_ms);
+            assert!(ids.insert(id, ctime).is_none(), "a bill counted twice within a scan");
+            counted += 1;
+        }
     }
-    (counted, false)
+    (counted, false, ids)
 }
 
 /// Mostly 200, sometimes a failure the exchange or a proxy sends.

@@ -232,6 +232,14 @@ impl AccountPoller {
             let client = &self.account.client;
             let page = self.request(Endpoint::Bills, || client.bills(&query)).await?;
             let counted = self.state.take_bills(&page);
+            debug!(
+                account = self.slot.name(),
+                ?query,
+                bills = page.items.len(),
+                more = page.has_next_page,
+                counted = counted.new_bill_ids.len(),
+                "bill query answered"
+            );
             self.report(&counted);
         }
         if self.state.bill_scan_in_progress() {

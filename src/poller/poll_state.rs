@@ -20,7 +20,8 @@ const UNMATCHED: &str = "does not match the query it answers; the bill is ignore
 /// What one bill answer brought.
 #[derive(Debug, Default, PartialEq)]
 pub struct Counted {
-    pub new_bills: usize,
+    /// The ids of the bills this answer counted, in its order.
+    pub new_bill_ids: Vec<String>,
     /// Values of new bills not counted as they are: left out of a sum they would have taken
     /// out of range, or a coin or business type past the limit, counted as `other`.
     pub miscounted: Vec<DecodeProblem>,
@@ -103,7 +104,8 @@ impl PollState {
         if let Some(shortfall) = &accepted.shortfall {
             counters.note_shortfall(shortfall.loss);
         }
-        Counted { new_bills: accepted.new_bills.len(), miscounted, unmatched, shortfall: accepted.shortfall }
+        let new_bill_ids = accepted.new_bills.iter().map(|bill| bill.id.clone()).collect();
+        Counted { new_bill_ids, miscounted, unmatched, shortfall: accepted.shortfall }
     }
 
     /// Whether the bill scan stopped before its end (it resumes at the next scan).
