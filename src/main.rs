@@ -15,7 +15,7 @@ use clap::Parser as _;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
-    let cli = Cli::parse();
+    let cli = Cli::try_parse().unwrap_or_else(|error| exit_on_usage_error(error));
     capi_exporter::logging::init(cli.log_level, cli.log_format);
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -32,6 +32,18 @@ fn main() {
         eprintln!("capi_exporter: error: {error:#}");
         std::process::exit(1);
     }
+}
+
+/// `--help` and `--version` print as clap prints them; a usage error is one line with the same
+/// prefix as a configuration error, then exit code 2 as clap's own.
+fn exit_on_usage_error(error: clap::Error) -> ! {
+    if !error.use_stderr() {
+        error.exit();
+    }
+    let text = error.render().to_string();
+    let first = text.lines().next().unwrap_or_default();
+    eprintln!("capi_exporter: error: {} (see --help)", first.trim_start_matches("error: "));
+    std::process::exit(2);
 }
 
 async fn run(cli: &Cli) -> anyhow::Result<()> {

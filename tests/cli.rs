@@ -36,8 +36,10 @@ fn a_bad_config_file_names_the_file_and_the_mistake() {
 fn a_bad_flag_value_says_what_a_good_one_looks_like() {
     let (code, stderr) = run_to_exit(Exporter::command(&["--demo", "--poll.interval", "fast"]));
     assert_eq!(code, 2);
-    let first = stderr.lines().next().unwrap();
-    assert!(first.contains("--poll.interval") && first.contains("write it like 500ms, 15s"), "{stderr}");
+    // One line, with the prefix of a configuration error.
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.starts_with("capi_exporter: error: invalid value 'fast' for '--poll.interval"), "{stderr}");
+    assert!(stderr.contains("write it like 500ms, 15s") && stderr.ends_with("(see --help)\n"), "{stderr}");
 }
 
 #[test]
