@@ -94,7 +94,9 @@ impl Desk<'_> {
         let business_type = format!("position_{action}_{}", if long { "long" } else { "short" });
         let buying = long == opening;
         let amount = if buying { -value } else { value };
-        self.book_bill(&business_type, contract_symbol(contract_id), amount - fee, fee);
+        // A fee paid is money leaving the account: negative, like the amount (the README's
+        // assumption, since the API does not show the sign).
+        self.book_bill(&business_type, contract_symbol(contract_id), amount - fee, -fee);
     }
 
     fn edit_position(&mut self, position_id: &str, edit: impl FnOnce(&mut Position)) {

@@ -40,7 +40,7 @@ const BILL_AMOUNT: Family = Family::counter(
 );
 const BILL_FILL_FEE: Family = Family::counter(
     "capi_bill_fill_fee",
-    "Sum of the absolute fill fees of bills, by the fee's sign: in (>0, a rebate) or out (<0, paid)",
+    "Sum of the absolute fill fees of bills, in the bill's coin, by the fee's sign: out (<0, a fee paid) or in (>0, a rebate); the API does not show the sign, this is the exporter's assumption",
 );
 const BILL_BALANCE: Family = Family::gauge("capi_bill_balance", "Balance after the newest bill counted, per coin");
 const SHORTFALLS: Family = Family::counter(
