@@ -135,14 +135,17 @@ impl Exporter {
         let sink = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                // Into the log first, so that a test woken by the address finds the line there.
+                {
+                    let mut log = sink.lock().unwrap();
+                    log.push_str(&line);
+                    log.push('\n');
+                }
                 if line.contains("serving metrics") {
                     // The first address, when it listens on several.
                     let addresses = field(&line, "address").unwrap_or_default();
                     let _ = found.send(addresses.split(',').next().unwrap_or_default().to_string());
                 }
-                let mut log = sink.lock().unwrap();
-                log.push_str(&line);
-                log.push('\n');
             }
         });
         match address.recv_timeout(DEADLINE) {
