@@ -2,10 +2,9 @@
 //! in: configured headers (on every response, refusals included), rate limit (429), request
 //! timeout (503), basic auth (401). (The limit on scrapes at once is the metrics route's own.)
 //!
-//! tower-http provides the headers and the timeout.
-//! The rate limit and basic auth are this exporter's own middleware: exporter-toolkit's rate limit
-//! refuses with 429 where tower's waits, and basic auth checks bcrypt hashes as exporter-toolkit's
-//! web configuration gives them.
+//! tower-http provides the headers and the timeout. The rate limit and basic auth are this
+//! exporter's own middleware: exporter-toolkit's rate limit refuses with 429 where tower's waits,
+//! and basic auth checks bcrypt hashes as exporter-toolkit's web configuration gives them.
 
 use super::auth::{BasicAuth, Verdict};
 use super::rate_limit::RateLimiter;
