@@ -96,7 +96,7 @@ for target in "${targets[@]}"; do
         echo "fuzz: reproduce: $binary $input" >&2
         echo "fuzz: commit it as a regression (it then fails cargo test until fixed):" >&2
         echo "        mkdir -p fuzz/regressions/$target && cp $input fuzz/regressions/$target/" >&2
-        echo "        cargo test --test fuzz_regressions $target" >&2
+        echo "        cargo test --test it fuzz_regressions $target" >&2
         if [ "$(wc -c <"$input")" -le 4096 ]; then
             echo "fuzz: the input, base64 (for a CI log: base64 -d > fuzz/regressions/$target/$(basename "$input")):" >&2
             base64 -w 0 "$input" >&2

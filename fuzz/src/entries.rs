@@ -1,7 +1,7 @@
 //! The bodies of the fuzz targets, one `pub fn <target>(data: &[u8])` each.
 //!
 //! Shared by the fuzz crate (`fuzz/fuzz_targets/<target>.rs`, run by libFuzzer) and by the main
-//! crate's `tests/fuzz_regressions.rs`, which replays the committed inputs through exactly these
+//! crate's `tests/it/fuzz_regressions.rs`, which replays the committed inputs through exactly these
 //! functions on stable Rust. Only the crate's public API and serde_json are used. Every target
 //! asserts invariants, not only the absence of panics: a failed assertion is a finding.
 

@@ -114,7 +114,7 @@ pub enum Kind {
 }
 
 /// A metric family: its name (a counter's without `_total`), help text and type. These are the
-/// exporter's public interface; the golden files in `tests/snapshots` pin them.
+/// exporter's public interface; the golden files in `tests/it/snapshots` pin them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Family {
     pub name: &'static str,

@@ -2,7 +2,7 @@
 //! latest balance, whatever the exchange's item order and bound inclusiveness, through bursts
 //! larger than a page inside one millisecond and bills that become visible late.
 
-mod common;
+use crate::common;
 
 use capi_sim::{NewBill, SimBill, SimOptions, TimeField};
 use common::{Exporter, Scrape};

@@ -1,7 +1,7 @@
 //! Account, collateral and position figures on /metrics equal what the exchange answers, field
 //! by field, and follow it: a closed position disappears, a liquidation shows.
 
-mod common;
+use crate::common;
 
 use capi_sim::{NewPosition, SimOptions};
 use common::{Exchange, Exporter, Scrape};

@@ -1,7 +1,7 @@
 //! The API key, secret and passphrase never reach logs, errors or /metrics, on any path and at
 //! debug level, in both log formats.
 
-mod common;
+use crate::common;
 
 use capi_sim::{Credentials, Fault, NewBill, SimOptions};
 use common::{Exchange, Exporter};

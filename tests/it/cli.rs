@@ -1,7 +1,7 @@
 //! The binary as a user runs it: one clear line for a configuration mistake, a clean exit on
 //! SIGTERM.
 
-mod common;
+use crate::common;
 
 use capi_sim::SimOptions;
 use common::{wait_exit, Exchange, Exporter};

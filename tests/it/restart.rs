@@ -2,7 +2,7 @@
 //! CAPI_CRASH_ROUNDS for more) loses no bill and counts none twice, and the counters continue
 //! from their saved values; a corrupt file never crashes it.
 
-mod common;
+use crate::common;
 
 use capi_sim::{NewBill, SimOptions};
 use common::{Exchange, Exporter, Scrape};
@@ -59,7 +59,7 @@ async fn kill_9_at_random_moments_loses_nothing_and_counts_nothing_twice() {
     let mut seed = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos() as u64;
     println!("kill moments seeded with {seed}");
     let mut last_seen = 0.0;
-    // CAPI_CRASH_ROUNDS=200 cargo test --test restart runs it many more times over.
+    // CAPI_CRASH_ROUNDS=200 cargo test --test it restart runs it many more times over.
     let rounds: usize = std::env::var("CAPI_CRASH_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(10);
     for round in 0..rounds {
         if round > 0 {

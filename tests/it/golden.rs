@@ -8,7 +8,7 @@
 //! - `demo_families`: every family and label set a seeded demo serves, values left out (the
 //!   demo's activity runs on the clock).
 
-mod common;
+use crate::common;
 
 use capi_exporter::api::client::{read_account_answer, read_bill_answer};
 use capi_exporter::exposition::{Exposition, Format};

@@ -1,7 +1,7 @@
 //! Replicas with `--shard.index`/`--shard.count` split the configured accounts between them:
 //! together they poll every account, and no two poll the same one.
 
-mod common;
+use crate::common;
 
 use capi_sim::SimOptions;
 use common::{Exchange, Exporter};

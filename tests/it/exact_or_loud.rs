@@ -3,7 +3,7 @@
 //! shortfall shows in `capi_bill_pages_truncated_total` and a warning; no input stops an account
 //! from being polled.
 
-mod common;
+use crate::common;
 
 use capi_sim::{Fault, NewBill, SimOptions};
 use common::{Exchange, Exporter, Scrape};

@@ -1,7 +1,7 @@
 //! `promtool check metrics` (Debian's prometheus package) finds nothing at all in the page a plain
 //! scrape gets, the classic text format: every family, every counter among them, passes.
 
-mod common;
+use crate::common;
 
 use capi_sim::{Fault, NewBill, NewPosition, SimOptions};
 use common::{Exchange, Exporter};

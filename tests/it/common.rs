@@ -1,8 +1,6 @@
 //! Test harness: a simulated exchange in this process, the real exporter binary beside it,
 //! scrapes parsed into samples, and waiting for conditions with a deadline.
 
-#![allow(dead_code)] // each test file uses a different part of the harness
-
 use capi_sim::{Credentials, SimExchange, SimOptions, SimServer};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};

@@ -1,7 +1,7 @@
 //! The fault-injection suite: for each way the exchange can fail, the exporter keeps serving,
 //! reports it, recovers by itself, and the bill counts stay exact.
 
-mod common;
+use crate::common;
 
 use capi_sim::{Credentials, Fault, NewBill, SimOptions};
 use common::{Exchange, Exporter, Scrape};

@@ -3,7 +3,7 @@
 //! (`fuzz/corpus/<target>/`) and every crash once found (`fuzz/regressions/<target>/`).
 //! See fuzz/README.md for how to fuzz and how to commit a new crash.
 
-#[path = "../fuzz/src/entries.rs"]
+#[path = "../../fuzz/src/entries.rs"]
 mod entries;
 
 use capi_exporter::api::json::JsonObject;

@@ -1,7 +1,7 @@
 //! The HTTP(S) serving layer end to end: certificates made here with rcgen, a web config file
 //! written to a temporary folder, `serve` on 127.0.0.1:0, and reqwest (rustls) as the client.
 
-mod common;
+use crate::common;
 
 use axum::routing::get;
 use axum::Router;
