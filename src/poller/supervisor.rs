@@ -53,7 +53,7 @@ impl Supervisor {
                 return;
             }
             deaths_in_a_row = if started.elapsed() >= HEALTHY_RUN { 1 } else { deaths_in_a_row.saturating_add(1) };
-            delay = FIRST_PAUSE.saturating_mul(1 << deaths_in_a_row.saturating_sub(1).min(6)).min(MAX_PAUSE);
+            delay = pause_before_restart(deaths_in_a_row);
             error!(account, error = %reason(death), restart_in_seconds = delay.as_secs_f64(),
                 "the account's poller stopped unexpectedly; it restarts from its last complete poll (capi_poller_restarts_total)");
             self.show_down();
@@ -69,6 +69,13 @@ impl Supervisor {
         stats.poller_restarts = stats.poller_restarts.saturating_add(1);
         self.setup.slot.publish(AccountSnapshot { up: false, stats: Arc::new(stats), ..(*last).clone() });
     }
+}
+
+/// The pause before the next poller after this many deaths in a row: 1 s, doubling up to a
+/// minute.
+fn pause_before_restart(deaths_in_a_row: u32) -> Duration {
+    let doublings = deaths_in_a_row.saturating_sub(1).min(6);
+    FIRST_PAUSE.saturating_mul(1 << doublings).min(MAX_PAUSE)
 }
 
 /// What a dead poller's task says about its end.
@@ -103,5 +110,25 @@ pub(super) fn panic_if_asked(account: &str) {
                 panic!("CAPI_TEST_PANIC asked poll {poll} of this account to panic");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pause_doubles_from_a_second_up_to_a_minute() {
+        let pauses: Vec<u64> = (1..=9).map(|deaths| pause_before_restart(deaths).as_secs()).collect();
+        assert_eq!(pauses, [1, 2, 4, 8, 16, 32, 60, 60, 60]);
+        assert_eq!(pause_before_restart(u32::MAX), MAX_PAUSE);
+    }
+
+    #[tokio::test]
+    async fn a_panic_is_told_with_its_message() {
+        let death = tokio::spawn(async { panic!("the poller's bug") }).await.unwrap_err();
+        assert_eq!(reason(death), "panic: the poller's bug");
+        let death = tokio::spawn(async { std::panic::panic_any(7_u8) }).await.unwrap_err();
+        assert_eq!(reason(death), "panic: (no message)");
     }
 }
