@@ -1,6 +1,6 @@
 //! Wires everything together: accounts (or the demo exchange), pollers, exposition and server.
 
-use crate::api::{ApiError, Client, ClientSettings, Clock, Credentials, Secret};
+use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use crate::config::shard::Shard;
 use crate::config::{AccountConfig, Accounts, Config};
 use crate::exposition::Exposition;
@@ -68,7 +68,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let slots: Vec<Arc<AccountSlot>> = accounts.iter().map(|a| AccountSlot::new(a.name.clone())).collect();
     let exposition = Arc::new(Exposition::new(slots.clone(), max_age));
     // Pollers are set up (and restored counters published) before anyone can scrape.
-    let clock = Arc::new(Clock::default());
     let ip_budget = Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget)));
     let client_settings = ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() };
     let pollers = accounts
@@ -76,7 +75,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         .zip(&slots)
         .map(|(account, slot)| {
             let polled = PolledAccount {
-                client: Client::new(http.clone(), client_settings.clone(), account.credentials, clock.clone())?,
+                client: Client::new(http.clone(), client_settings.clone(), account.credentials)?,
                 coin_ids: account.coin_ids,
                 budget: AccountBudget::new(ip_budget.clone(), config.uid_weight_budget),
             };

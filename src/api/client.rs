@@ -128,19 +128,16 @@ pub struct Client {
     /// The bill endpoint's address, parsed once rather than for every request.
     bills_uri: Uri,
     credentials: Credentials,
+    /// The account's own estimate of the exchange's clock: a time read in one account's answer
+    /// never moves another account's signing or bill cursor. Clones of the client (a restarted
+    /// poller's) share it.
     clock: Arc<Clock>,
 }
 
 impl Client {
-    /// `clock` is shared by every client of the same exchange.
-    pub fn new(
-        http: HttpPool,
-        settings: ClientSettings,
-        credentials: Credentials,
-        clock: Arc<Clock>,
-    ) -> Result<Self, ApiError> {
+    pub fn new(http: HttpPool, settings: ClientSettings, credentials: Credentials) -> Result<Self, ApiError> {
         let bills_uri = endpoint_uri(&settings.base_url, Endpoint::Bills, "")?;
-        Ok(Self { http, settings, bills_uri, credentials, clock })
+        Ok(Self { http, settings, bills_uri, credentials, clock: Arc::default() })
     }
 
     /// The endpoint's address, with `query` if it is not empty.

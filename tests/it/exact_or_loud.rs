@@ -287,6 +287,29 @@ async fn an_absurd_exchange_time_moves_the_clock_a_day_at_most_and_is_corrected(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn one_accounts_answer_never_moves_another_accounts_clock() {
+    // An exchange that accepts timestamps two days off keeps a wrong offset in place, so what
+    // each account's clock learned can be read at leisure.
+    let exchange = Exchange::start(SimOptions { timestamp_window_ms: 2 * 86_400_000, ..SimOptions::default() }).await;
+    let names = ["a".to_owned(), "b".to_owned()];
+    let (config, env, _) = exchange.accounts_file(&names);
+    let mut command = Exporter::command(&["--config.file", config.to_str().unwrap(), "--api.base-url", &exchange.url]);
+    command.envs(env.iter().map(|(k, v)| (k, v)));
+    let exporter = Exporter::spawn(command);
+    exporter.wait_up().await;
+    exchange.sim.inject_fault(Fault::RejectedTimestamp { request_time_ms: now_ms() + 30 * 365 * 86_400_000 }, 1);
+    let scrape = exporter
+        .wait_for("one account's clock a day ahead", |s| {
+            s.series("capi_clock_offset_seconds").iter().any(|o| o.value > 86_000.0)
+                && s.value("capi_up", &[("account", "a")]) == Some(1.0)
+        })
+        .await;
+    let offsets = scrape.series("capi_clock_offset_seconds");
+    let moved: Vec<f64> = offsets.iter().map(|o| o.value).filter(|o| o.abs() > 5.0).collect();
+    assert_eq!(moved, [86_400.0], "only the account that read the time moved, by a day: {offsets:?}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn bills_an_exchange_makes_up_cannot_grow_the_series_and_are_reported() {
     let (exchange, exporter) = watched(roomy_exchange().await).await;
     // 50 bills of a new type and coin each, and 50 from the year 2000, on each of 60 answers.

@@ -2,7 +2,7 @@
 //! Mozilla roots: an exchange whose certificate no public authority issued is refused, with the
 //! reason in the error, before any credential is sent.
 
-use capi_exporter::api::{ApiError, Client, ClientSettings, Clock, Credentials, Secret};
+use capi_exporter::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,8 +47,7 @@ async fn an_exchange_with_an_untrusted_certificate_is_refused_before_credentials
         secret: Secret::new(SECRET),
         passphrase: Secret::new("tls-test-passphrase"),
     };
-    let client = Client::new(Client::http_pool(settings.timeout), settings, credentials, Arc::new(Clock::default()))
-        .expect("client");
+    let client = Client::new(Client::http_pool(settings.timeout), settings, credentials).expect("client");
 
     let error = client.account(1).await.expect_err("an untrusted certificate must be refused");
     let ApiError::Transport(message) = &error else { panic!("not a transport error: {error}") };
