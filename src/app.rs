@@ -40,6 +40,8 @@ const DEMO_TICK: Duration = Duration::from_secs(1);
 
 /// Runs the exporter until `shutdown` completes, then stops the pollers and returns.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
+    // First: a stray signal during a long start (a large state file) must not end it either.
+    ignore_stray_signals();
     let (base_url, mut accounts, demo) = resolve_accounts(&config).await?;
     let configured = accounts.len();
     accounts.retain(|account| config.shard.owns(&account.name));
@@ -103,7 +105,6 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     for warning in web.iter().flat_map(|web| web.warnings()) {
         warn!(problem = %warning, "the web config asks for something that is not honoured as written");
     }
-    ignore_stray_signals();
     let (stop, stopped) = watch::channel(false);
     let polling = spawn_pollers(pollers, settings.interval, stopped).map_err(RunError::Serve)?;
 
@@ -140,7 +141,12 @@ fn spawn_pollers(
             for (index, poller) in pollers.into_iter().enumerate() {
                 running.spawn(poller.run(start_delay(index, count, interval), stopped.clone()));
             }
-            while running.join_next().await.is_some() {}
+            while let Some(ended) = running.join_next().await {
+                // A supervisor only ends at shutdown; one that panicked left its account unpolled.
+                if let Err(death) = ended {
+                    error!(error = %death, "an account's poller supervisor stopped unexpectedly; its account is no longer polled");
+                }
+            }
         });
         let _ = done.send(());
     })?;
