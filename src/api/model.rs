@@ -74,6 +74,10 @@ pub fn decode_bill_page(body: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>
     Ok(BillPage { has_next_page: has_next_page.unwrap_or(true), items })
 }
 
+/// The longest bill id kept (the exchange's have 18 digits): ids are held until their
+/// millisecond settles, so their size must not be the network's to choose.
+pub const MAX_BILL_ID_BYTES: usize = 64;
+
 fn decode_bill(item: Json<'_>, problems: &mut Vec<DecodeProblem>) -> Option<Bill> {
     let Some(object) = item.object() else {
         problems.push(DecodeProblem { record: "bill", field: "items[]".into(), detail: "not an object" });
@@ -85,6 +89,8 @@ fn decode_bill(item: Json<'_>, problems: &mut Vec<DecodeProblem>) -> Option<Bill
         let id = normalize_id(super::fields::text(value)?);
         if id.is_empty() {
             Err("empty; the bill is skipped")
+        } else if id.len() > MAX_BILL_ID_BYTES {
+            Err("longer than 64 bytes; the bill is skipped")
         } else {
             Ok(id)
         }
@@ -389,13 +395,15 @@ mod tests {
             r#"{"hasNextPage":true,"items":[
                 {"billId":1,"coin":"USDT","amount":"1,5","businessType":"deposit","ctime":5},
                 {"coin":"USDT","amount":"1","businessType":"deposit","ctime":6},
-                {"billId":3,"coin":"USDT","amount":"2","businessType":"deposit","ctime":7}]}"#,
+                {"billId":3,"coin":"USDT","amount":"2","businessType":"deposit","ctime":7},
+                {"billId":4,"coin":"USDT","amount":1e400,"fillFee":"1_000","businessType":"deposit","ctime":8}]}"#,
         );
-        assert_eq!(page.items.len(), 2);
+        assert_eq!(page.items.len(), 3);
         assert_eq!(page.items[0].amount, None);
         assert_eq!(page.items[1].amount, Some(Decimal::from(2)));
-        assert_eq!(problems.len(), 2);
-        assert_eq!(problems[0].field, "amount");
+        assert_eq!((page.items[2].id.as_str(), page.items[2].amount, page.items[2].fill_fee), ("4", None, None));
+        let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
+        assert_eq!(fields, ["amount", "billId", "amount", "fillFee"]);
     }
 
     #[test]
@@ -406,9 +414,12 @@ mod tests {
                 {"billId":"  ","ctime":5},
                 {"billId":7},
                 {"billId":8,"ctime":"  9"},
-                {"billId":9,"ctime":10}]}"#,
+                {"billId":9,"ctime":10},
+                {"billId":"1234567890123456789012345678901234567890123456789012345678901234","ctime":11},
+                {"billId":"12345678901234567890123456789012345678901234567890123456789012345","ctime":12}]}"#,
         );
-        assert_eq!(page.items.iter().map(|b| b.id.as_str()).collect::<Vec<_>>(), ["9"]);
+        let ids: Vec<&str> = page.items.iter().map(|b| b.id.as_str()).collect();
+        assert_eq!(ids, ["9", "1234567890123456789012345678901234567890123456789012345678901234"]);
         let said: Vec<(&str, &str)> = problems.iter().map(|p| (p.field.as_str(), p.detail)).collect();
         assert_eq!(
             said,
@@ -417,6 +428,7 @@ mod tests {
                 ("billId", "empty; the bill is skipped"),
                 ("cTime", "missing; the bill is skipped"),
                 ("ctime", "not a whole number (digits and an optional minus)"),
+                ("billId", "longer than 64 bytes; the bill is skipped"),
             ]
         );
     }

@@ -120,6 +120,9 @@ pub struct Accepted {
     /// does not match. They are ignored: an exchange that sends them cannot be trusted with
     /// them, and counting them would let any answer create any number of series.
     pub unmatched: Vec<&'static str>,
+    /// The field of each value of the answer's bills that [`KnownValues`] could not keep (too
+    /// long, or another value forgotten for it).
+    pub unremembered: Vec<&'static str>,
 }
 
 /// The persistent part of the cursor, saved in the state file.
@@ -214,12 +217,12 @@ impl BillCursor {
         let newly_proven = learned != self.bounds;
         self.bounds = learned;
         let new_bills = self.count_new(page);
-        self.state.known.learn(&page.items);
+        let unremembered = self.state.known.learn(&page.items);
         if page.has_next_page && task.is_one_millisecond() && newly_proven {
             // The bills of a neighbouring millisecond that proved a bound may be what filled
             // the page: ask again, with the bound now sent exactly.
             self.pass_mut().pending.push(task);
-            return Accepted { new_bills, shortfall: None, unmatched };
+            return Accepted { new_bills, shortfall: None, unmatched, unremembered };
         }
         let children = if page.has_next_page { self.split(&task, page) } else { Vec::new() };
         let pass = self.pass_mut();
@@ -229,7 +232,7 @@ impl BillCursor {
         pass.pending.extend(children);
         let shortfall = self.close_crowded_when_answered();
         self.finish_pass_if_done();
-        Accepted { new_bills, shortfall, unmatched }
+        Accepted { new_bills, shortfall, unmatched, unremembered }
     }
 
     /// Whether a pass is waiting for more queries (it resumes at the next poll).

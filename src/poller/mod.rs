@@ -251,15 +251,24 @@ impl AccountPoller {
 
     /// Logs and counts what a bill answer left out or left unproven.
     fn report(&self, counted: &Counted) {
-        if !counted.miscounted.is_empty() {
-            self.stats().decode_problems(Endpoint::Bills, &counted.miscounted);
-            warn!(account = self.slot.name(), problems = ?counted.miscounted,
-                "bills were counted, but not all of their values as they are: see each problem's detail");
-        }
-        if !counted.unmatched.is_empty() {
-            self.stats().decode_problems(Endpoint::Bills, &counted.unmatched);
-            warn!(account = self.slot.name(), problems = ?counted.unmatched,
-                "the exchange answered a bill query with bills that do not match it; they were ignored");
+        for (problems, what) in [
+            (
+                &counted.miscounted,
+                "bills were counted, but not all of their values as they are: see each problem's detail",
+            ),
+            (
+                &counted.unmatched,
+                "the exchange answered a bill query with bills that do not match it; they were ignored",
+            ),
+            (
+                &counted.unremembered,
+                "bills were counted, but some of their values were not remembered for splitting crowded milliseconds",
+            ),
+        ] {
+            if !problems.is_empty() {
+                self.stats().decode_problems(Endpoint::Bills, problems);
+                warn!(account = self.slot.name(), ?problems, "{what}");
+            }
         }
         if let Some(shortfall) = &counted.shortfall {
             warn_shortfall(self.slot.name(), shortfall);

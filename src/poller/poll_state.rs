@@ -16,6 +16,9 @@ use std::sync::Arc;
 
 /// What a bill that does not answer its query is reported as.
 const UNMATCHED: &str = "does not match the query it answers; the bill is ignored";
+/// What a value the cursor could not remember is reported as.
+const UNREMEMBERED: &str =
+    "counted, but not remembered for splitting crowded milliseconds (too long, or past the number of values kept)";
 
 /// What one bill answer brought.
 #[derive(Debug, Default, PartialEq)]
@@ -27,6 +30,8 @@ pub struct Counted {
     pub miscounted: Vec<DecodeProblem>,
     /// Bills ignored because they do not answer the query, by the field that does not match.
     pub unmatched: Vec<DecodeProblem>,
+    /// Values of the answer's bills the cursor could not remember.
+    pub unremembered: Vec<DecodeProblem>,
     pub shortfall: Option<Shortfall>,
 }
 
@@ -90,14 +95,14 @@ impl PollState {
     pub fn take_bills(&mut self, page: &BillPage) -> Counted {
         let Some(cursor) = &mut self.cursor else { return Counted::default() };
         let accepted = cursor.accept(page);
-        let unmatched = accepted
-            .unmatched
-            .iter()
-            .map(|field| DecodeProblem { record: "bill", field: (*field).into(), detail: UNMATCHED })
-            .collect();
+        let problems = |fields: &[&'static str], detail| {
+            fields.iter().map(|field| DecodeProblem { record: "bill", field: (*field).into(), detail }).collect()
+        };
+        let unmatched = problems(&accepted.unmatched, UNMATCHED);
+        let unremembered = problems(&accepted.unremembered, UNREMEMBERED);
         if accepted.new_bills.is_empty() && accepted.shortfall.is_none() {
             // The counters shared with the snapshot stay as they are.
-            return Counted { unmatched, ..Counted::default() };
+            return Counted { unmatched, unremembered, ..Counted::default() };
         }
         let counters = Arc::make_mut(&mut self.counters);
         let miscounted = accepted.new_bills.iter().flat_map(|bill| counters.count(bill)).collect();
@@ -105,7 +110,7 @@ impl PollState {
             counters.note_shortfall(shortfall.loss);
         }
         let new_bill_ids = accepted.new_bills.iter().map(|bill| bill.id.clone()).collect();
-        Counted { new_bill_ids, miscounted, unmatched, shortfall: accepted.shortfall }
+        Counted { new_bill_ids, miscounted, unmatched, unremembered, shortfall: accepted.shortfall }
     }
 
     /// Whether the bill scan stopped before its end (it resumes at the next scan).

@@ -59,11 +59,15 @@ impl Loss {
 /// create any number of series, and no bill goes uncounted.
 pub const MAX_COINS: usize = 32;
 pub const MAX_BUSINESS_TYPES: usize = 64;
+/// A coin or business type longer than this is counted under [`OTHER`] (the exchange's are a
+/// few bytes long): keys held for the process's life must not be the network's to size.
+pub const MAX_LABEL_BYTES: usize = 64;
 /// The label value of the coins or business types past the limit.
 pub const OTHER: &str = "other";
 
 const UNSUMMABLE: &str = "too large to add to the counted sum; the bill is counted, the value is left out";
-const OVER_LIMIT: &str = "one value too many for the account's labels; the bill is counted under \"other\"";
+const OVER_LIMIT: &str =
+    "one value too many for the account's labels, or longer than 64 bytes; the bill is counted under \"other\"";
 
 /// `(coin, business_type)`.
 pub type TypeKey = (String, String);
@@ -146,7 +150,9 @@ impl BillCounters {
         }
         let coins: BTreeSet<&str> = self.bills.keys().map(|(coin, _)| coin.as_str()).collect();
         let types: BTreeSet<&str> = self.bills.keys().map(|(_, kind)| kind.as_str()).collect();
-        let within = |known: &BTreeSet<&str>, value: &str, max| known.contains(value) || known.len() < max - 1;
+        let within = |known: &BTreeSet<&str>, value: &str, max| {
+            value.len() <= MAX_LABEL_BYTES && (known.contains(value) || known.len() < max - 1)
+        };
         let coin = if within(&coins, &bill.coin, MAX_COINS) { key.0 } else { OTHER.to_owned() };
         let business_type =
             if within(&types, &bill.business_type, MAX_BUSINESS_TYPES) { key.1 } else { OTHER.to_owned() };
@@ -241,6 +247,16 @@ mod tests {
         // A value counted before stays itself.
         let known = Bill { coin: "C0".into(), ..bill("x", 11, "type_0", "1", "0", "1") };
         assert!(counters.count(&known).is_empty());
+    }
+
+    #[test]
+    fn values_too_long_for_a_label_are_counted_as_other() {
+        let mut counters = BillCounters::default();
+        let long = "x".repeat(MAX_LABEL_BYTES + 1);
+        let b = Bill { coin: long.clone(), ..bill("1", 10, &long, "1", "0", "1") };
+        let fields: Vec<String> = counters.count(&b).into_iter().map(|p| p.field).collect();
+        assert_eq!(fields, ["coin", "businessType"]);
+        assert_eq!(counters.bills, [((OTHER.to_owned(), OTHER.to_owned()), 1)].into());
     }
 
     #[test]
