@@ -4,13 +4,16 @@
 //! moment leaves either the old or the new file. State that cannot be read is never overwritten:
 //! a file that cannot be read at all (permissions, a directory, a FIFO, too large) stops the
 //! start with one line saying why; a corrupt file is moved aside; a file with a bad entry is
-//! copied aside before anything is written, and that account counts afresh. Cursor and counters of an account are always
-//! saved together, so after a restart the cursor re-reads exactly the bills whose counting was
-//! lost. Pollers that finish while a write is running are saved together by the next write
-//! (group commit), so many accounts do not mean many writes.
+//! copied aside before anything is written, and that account counts afresh. Cursor and counters
+//! of an account are always saved together, so after a restart the cursor re-reads exactly the
+//! bills whose counting was lost. Pollers that finish while a write is running are saved
+//! together by the next write (group commit), so many accounts do not mean many writes.
 
 use super::cursor::{known, CursorState, KnownValues};
-use crate::snapshot::counters::{BillCounters, Direction, FlowKey, LatestBalance, Loss, MAX_BUSINESS_TYPES, MAX_COINS};
+use crate::api::model::MAX_BILL_ID_BYTES;
+use crate::snapshot::counters::{
+    BillCounters, Direction, FlowKey, LatestBalance, Loss, MAX_BUSINESS_TYPES, MAX_COINS, MAX_LABEL_BYTES, OTHER,
+};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
@@ -141,8 +144,9 @@ pub struct StateStore {
 
 impl StateStore {
     /// Opens the state file. A missing file is an empty store; a corrupt one is moved aside
-    /// and the store starts empty; one with bad entries is copied aside and kept. A file that
-    /// cannot be read, or kept aside, is an error: nothing may overwrite it.
+    /// and the store starts empty; one with bad entries is copied aside, and those entries are
+    /// left out of the next write. A file that cannot be read, or kept aside, is an error:
+    /// nothing may overwrite it.
     pub fn open(path: &Path) -> Result<(Self, Opened), StateError> {
         let Some(bytes) = read(path)? else { return Ok((Self::new(path, BTreeMap::new()), Opened::Missing)) };
         let file = match parse(path, &bytes) {
@@ -152,18 +156,23 @@ impl StateStore {
                 return Ok((Self::new(path, BTreeMap::new()), Opened::MovedAside { aside, error: error.to_string() }));
             }
         };
-        let bad: Vec<(String, String)> = file
-            .accounts
+        let mut accounts = file.accounts;
+        let bad: Vec<(String, String)> = accounts
             .iter()
             .filter_map(|(account, entry)| SavedAccount::read(entry).err().map(|detail| (account.clone(), detail)))
             .collect();
         let opened = if bad.is_empty() {
-            Opened::Loaded { accounts: file.accounts.len() }
+            Opened::Loaded { accounts: accounts.len() }
         } else {
             let kept = keep_aside(path, |aside| std::fs::copy(path, aside).map(drop))?;
+            // The copy holds them; the next write leaves them out, so that an entry of an
+            // account no longer configured is not copied aside again at every start.
+            for (account, _) in &bad {
+                accounts.remove(account);
+            }
             Opened::BadEntries { kept, entries: bad }
         };
-        Ok((Self::new(path, file.accounts), opened))
+        Ok((Self::new(path, accounts), opened))
     }
 
     fn new(path: &Path, accounts: BTreeMap<String, Box<RawValue>>) -> Self {
@@ -224,22 +233,23 @@ impl StateStore {
 }
 
 /// The file's content, `None` if there is no file. Only a regular file of at most
-/// [`MAX_STATE_BYTES`] is read: a FIFO would block the start, a device never end.
+/// [`MAX_STATE_BYTES`] is read: a FIFO would block the start, a device never end. The type is
+/// that of the file opened (without blocking, as a FIFO's open would), not of the path before.
 fn read(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
+    use std::os::unix::fs::OpenOptionsExt as _;
     let unreadable = |error| StateError::Read { path: path.to_path_buf(), error };
-    let metadata = match std::fs::metadata(path) {
-        Ok(metadata) => metadata,
+    let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
+        Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(error) => return Err(unreadable(error)),
     };
+    let metadata = file.metadata().map_err(unreadable)?;
     if !metadata.is_file() {
         let what = if metadata.is_dir() { "a directory" } else { "a special file (a FIFO, socket or device)" };
         return Err(StateError::NotAFile { path: path.to_path_buf(), what });
     }
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .and_then(|file| file.take(MAX_STATE_BYTES + 1).read_to_end(&mut bytes))
-        .map_err(unreadable)?;
+    file.take(MAX_STATE_BYTES + 1).read_to_end(&mut bytes).map_err(unreadable)?;
     if bytes.len() as u64 > MAX_STATE_BYTES {
         return Err(StateError::TooLarge { path: path.to_path_buf() });
     }
@@ -254,8 +264,12 @@ fn keep_aside(path: &Path, keep: impl Fn(&Path) -> std::io::Result<()>) -> Resul
         aside.push(if n == 0 { ".corrupt".to_owned() } else { format!(".corrupt.{n}") });
         PathBuf::from(aside)
     };
-    let aside = (0..100).map(name).find(|aside| !aside.exists()).unwrap_or_else(|| name(100));
-    keep(&aside).map_err(|error| StateError::CannotKeep { path: path.to_path_buf(), aside: aside.clone(), error })?;
+    let cannot_keep = |aside: PathBuf, error| StateError::CannotKeep { path: path.to_path_buf(), aside, error };
+    let Some(aside) = (0..100).map(name).find(|aside| !aside.exists()) else {
+        let error = std::io::Error::other("its 100 earlier copies are all there; remove those no longer needed");
+        return Err(cannot_keep(name(99), error));
+    };
+    keep(&aside).map_err(|error| cannot_keep(aside.clone(), error))?;
     Ok(aside)
 }
 
@@ -307,18 +321,59 @@ impl SavedAccount {
         if let Some(bad) = self.amounts.iter().chain(&self.fill_fees).find(|flow| flow.sum.is_sign_negative()) {
             return Err(format!("sum {} is negative; sums are of absolute values", bad.sum));
         }
-        let coins: BTreeSet<&str> = self.bills.iter().map(|c| c.coin.as_str()).collect();
-        let types: BTreeSet<&str> = self.bills.iter().map(|c| c.business_type.as_str()).collect();
+        self.check_labels()?;
+        self.check_known()
+    }
+
+    /// Sums and balances are of coins and business types that have a count, and those are
+    /// within the limits of the counters' labels, as the counters keep them.
+    fn check_labels(&self) -> Result<(), String> {
+        let counted: BTreeSet<(&str, &str)> =
+            self.bills.iter().map(|c| (c.coin.as_str(), c.business_type.as_str())).collect();
+        let flows = self.amounts.iter().chain(&self.fill_fees);
+        if let Some(flow) = flows.into_iter().find(|f| !counted.contains(&(f.coin.as_str(), f.business_type.as_str())))
+        {
+            return Err(format!(
+                "a sum of coin {:?}, business type {:?}, which have no count",
+                flow.coin, flow.business_type
+            ));
+        }
+        let coins: BTreeSet<&str> = counted.iter().map(|(coin, _)| *coin).collect();
+        if let Some(coin) = self.balances.keys().find(|coin| !coins.contains(coin.as_str())) {
+            return Err(format!("a balance of coin {coin:?}, which has no count"));
+        }
+        let types: BTreeSet<&str> = counted.iter().map(|(_, kind)| *kind).collect();
+        for (what, values, max) in [("coins", coins, MAX_COINS), ("business types", types, MAX_BUSINESS_TYPES)] {
+            // As the counters keep them: at most max - 1 values of their own, and "other".
+            let own = values.iter().filter(|v| **v != OTHER).count();
+            if own >= max {
+                return Err(format!("{own} {what}, more than the {} this exporter keeps", max - 1));
+            }
+            if let Some(long) = values.iter().find(|v| v.len() > MAX_LABEL_BYTES) {
+                return Err(format!("{what} value {long:?} is longer than {MAX_LABEL_BYTES} bytes"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The known values and the ids of unsettled bills are within the cursor's limits.
+    fn check_known(&self) -> Result<(), String> {
         let known = &self.known;
         let too_many = [
-            ("coins", coins.len(), MAX_COINS),
-            ("business types", types.len(), MAX_BUSINESS_TYPES),
             ("known business types", known.business_types.len(), known::MAX_BUSINESS_TYPES),
             ("known coins", known.coins.len(), known::MAX_COINS),
             ("known symbols", known.symbol_count(), known::MAX_SYMBOLS),
         ];
-        match too_many.into_iter().find(|(_, count, max)| count > max) {
-            Some((what, count, max)) => Err(format!("{count} {what}, more than the {max} this exporter keeps")),
+        if let Some((what, count, max)) = too_many.into_iter().find(|(_, count, max)| count > max) {
+            return Err(format!("{count} {what}, more than the {max} this exporter keeps"));
+        }
+        let symbols = known.symbols.iter().flat_map(|(coin, symbols)| std::iter::once(coin).chain(symbols.keys()));
+        let values = known.business_types.keys().chain(known.coins.keys()).chain(symbols);
+        if let Some(long) = values.into_iter().find(|v| v.len() > known::MAX_VALUE_BYTES) {
+            return Err(format!("known value {long:?} is longer than {} bytes", known::MAX_VALUE_BYTES));
+        }
+        match self.seen.keys().find(|id| id.len() > MAX_BILL_ID_BYTES) {
+            Some(id) => Err(format!("bill id {id:?} is longer than {MAX_BILL_ID_BYTES} bytes")),
             None => Ok(()),
         }
     }
@@ -467,6 +522,22 @@ mod tests {
         }
     }
 
+    /// Counts of `n` coins other than USDT, each followed by a comma.
+    fn many_coins(n: usize) -> String {
+        (0..n).map(|i| format!(r#"{{"coin":"C{i}","business_type":"deposit","count":1}},"#)).collect()
+    }
+
+    #[test]
+    fn an_entry_within_every_limit_is_good() {
+        let (cursor, counters) = sample();
+        let good = serde_json::to_string(&SavedAccount::new(&cursor, &counters)).unwrap();
+        let full =
+            good.replace(r#""bills":[{"coin":"USDT""#, &format!(r#""bills":[{}{{"coin":"USDT""#, many_coins(30)));
+        for entry in [good, full] {
+            assert!(SavedAccount::read(&RawValue::from_string(entry.clone()).unwrap()).is_ok(), "{entry}");
+        }
+    }
+
     #[tokio::test]
     async fn a_file_with_a_bad_entry_is_kept_aside_before_it_is_written() {
         let path = temp_path("bad-entry");
@@ -479,6 +550,11 @@ mod tests {
             good.replace(r#""count":1"#, r#""count":18446744073709551615"#),
             good.replace(r#""sum":"0.0031""#, r#""sum":"NaN""#),
             good.replace(r#""sum":"0.0031""#, r#""sum":"-5""#),
+            good.replacen(r#""business_type":"position_funding""#, r#""business_type":"made_up""#, 2),
+            good.replace(r#""balances":{"USDT""#, r#""balances":{"BTC""#),
+            good.replace(r#""coins":{"USDT""#, &format!(r#""coins":{{"{}""#, "U".repeat(65))),
+            good.replace(r#""seen":{"686960019383517338""#, &format!(r#""seen":{{"{}""#, "6".repeat(65))),
+            good.replace(r#""bills":[{"coin":"USDT""#, &format!(r#""bills":[{}{{"coin":"USDT""#, many_coins(31))),
         ] {
             assert_ne!(bad, good);
             let content = format!(r#"{{"format":1,"accounts":{{"bad":{bad},"good":{good}}}}}"#);
@@ -487,7 +563,7 @@ mod tests {
             let Opened::BadEntries { kept, entries } = opened else { panic!("{bad}: {opened:?}") };
             assert_eq!(entries.iter().map(|(account, _)| account.as_str()).collect::<Vec<_>>(), ["bad"]);
             assert_eq!(std::fs::read_to_string(&kept).unwrap(), content, "kept as it was");
-            assert!(store.restore("bad").is_err());
+            assert!(store.restore("bad").unwrap().is_none(), "left out of the next write");
             assert!(store.restore("good").unwrap().is_some());
             let (cursor, counters) = sample();
             store.save("bad", &cursor, &counters).await.unwrap();
@@ -533,8 +609,14 @@ mod tests {
         let path = temp_path("entry");
         std::fs::write(&path, br#"{"format":1,"accounts":{"bad":{"settled_through":"x"}}}"#).unwrap();
         let (store, opened) = StateStore::open(&path).unwrap();
-        assert!(matches!(opened, Opened::BadEntries { .. }));
-        assert!(store.restore("bad").is_err());
-        assert!(store.restore("good").unwrap().is_none());
+        let Opened::BadEntries { kept, .. } = opened else { panic!("{opened:?}") };
+        assert!(store.restore("bad").unwrap().is_none());
+        let (cursor, counters) = sample();
+        store.save("good", &cursor, &counters).await.unwrap();
+        let written = std::fs::read_to_string(&path).unwrap();
+        assert!(written.contains(r#""good""#) && !written.contains(r#""bad""#), "{written}");
+        // So the next start finds nothing to copy aside again.
+        assert!(matches!(StateStore::open(&path).unwrap().1, Opened::Loaded { accounts: 1 }));
+        std::fs::remove_file(kept).unwrap();
     }
 }

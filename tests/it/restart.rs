@@ -138,6 +138,54 @@ fn a_state_file_that_cannot_be_read_stops_the_start_and_is_left_alone() {
     assert!(!path.with_file_name("state.json.corrupt").exists());
 }
 
+/// The exporter as a user without privileges: as root, through `setpriv` as `nobody`, since
+/// root may read and write any file whatever its mode.
+fn unprivileged(args: &[&str]) -> std::process::Command {
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
+        return Exporter::command(args);
+    }
+    let exporter = Exporter::command(args);
+    let mut command = std::process::Command::new("setpriv");
+    command
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(exporter.get_program())
+        .args(exporter.get_args())
+        .env_clear()
+        .envs(exporter.get_envs().filter_map(|(k, v)| Some((k, v?))));
+    command
+}
+
+#[test]
+fn a_state_file_the_exporter_may_not_read_or_keep_aside_stops_the_start_untouched() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = |path: &std::path::Path, mode| std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
+    let unreadable = state_path("no-permission");
+    state_with(&unreadable, now_ms(), "[]");
+    mode(&unreadable, 0o000).unwrap();
+    // A bad entry must be copied aside before anything is written, in a folder it may not write.
+    let unkeepable = state_path("read-only-folder");
+    state_with(&unkeepable, now_ms(), r#"[{"coin":"USDT","business_type":"deposit","count":"many"}]"#);
+    mode(unkeepable.parent().unwrap(), 0o555).unwrap();
+    for (state, what) in
+        [(&unreadable, "cannot read state file"), (&unkeepable, "cannot keep the unreadable state file")]
+    {
+        let before = std::fs::read(state).unwrap();
+        let output = unprivileged(&["--demo", "--state.file", state.to_str().unwrap()])
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8(output.stderr).unwrap();
+        assert_eq!(output.status.code(), Some(1), "{stderr}");
+        let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+        assert_eq!(errors.len(), 1, "{stderr}");
+        assert!(errors[0].contains(what) && errors[0].contains("Permission denied"), "{stderr}");
+        assert_eq!(std::fs::read(state).unwrap(), before, "left as it was");
+    }
+    mode(unkeepable.parent().unwrap(), 0o755).unwrap();
+    assert_eq!(std::fs::read_dir(unkeepable.parent().unwrap()).unwrap().count(), 1, "nothing written beside it");
+}
+
 /// A state file with one entry for the account `default`, with these fields changed.
 fn state_with(path: &std::path::Path, settled_through_ms: i64, bills: &str) {
     let entry = format!(
