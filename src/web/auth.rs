@@ -67,6 +67,8 @@ pub(crate) enum Verdict {
     Refused,
     /// New credentials arrived while too many checks were waiting: try again later.
     Busy,
+    /// The server is shutting down: checks that had not started never will.
+    Closing,
 }
 
 type CacheMac = Hmac<Sha256>;
@@ -109,7 +111,7 @@ impl BasicAuth {
             return known;
         }
         let Some(_waiting) = CheckSlot::take(&self.checks) else { return Verdict::Busy };
-        let Ok(turn) = self.bcrypt_turn.clone().acquire_owned().await else { return Verdict::Refused };
+        let Ok(turn) = self.bcrypt_turn.clone().acquire_owned().await else { return Verdict::Closing };
         // The same credentials may have been checked while these waited.
         if let Some(known) = fingerprint.as_ref().and_then(|f| self.remembered_verdict(f)) {
             return known;
@@ -127,6 +129,12 @@ impl BasicAuth {
         } else {
             Verdict::Refused
         }
+    }
+
+    /// At shutdown: the checks waiting for their turn end at once, so that stopping never
+    /// waits on a queue of bcrypt hashes (the one running, at most cost 12, finishes).
+    pub(crate) fn close(&self) {
+        self.bcrypt_turn.close();
     }
 
     fn remembered_verdict(&self, fingerprint: &[u8; 32]) -> Option<Verdict> {

@@ -19,14 +19,22 @@ use std::sync::Arc;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 
+/// The routes with every layer around them.
+pub(crate) struct Pipeline {
+    pub router: Router,
+    /// Closed at shutdown (see [`BasicAuth::close`]).
+    pub auth: Option<Arc<BasicAuth>>,
+}
+
 /// `router` with everything the web config and settings put around it. Each `layer` call wraps
 /// what came before, so the layers are added from the inside out.
-pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> Router {
+pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> Pipeline {
     let config = settings.config.as_ref();
     // Basic auth comes inside the timeout, which bounds the wait for a bcrypt check, and outside
     // the routes' scrape limit, so that guesses slowed down by bcrypt never take scrapes' places.
-    if let Some(auth) = config.and_then(|config| BasicAuth::new(config.users())) {
-        router = router.layer(middleware::from_fn_with_state(Arc::new(auth), check_credentials));
+    let auth = config.and_then(|config| BasicAuth::new(config.users())).map(Arc::new);
+    if let Some(auth) = &auth {
+        router = router.layer(middleware::from_fn_with_state(auth.clone(), check_credentials));
     }
     if !settings.request_timeout.is_zero() {
         router =
@@ -38,7 +46,7 @@ pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> Router {
     for (name, value) in config.map(|config| config.headers()).unwrap_or_default() {
         router = router.layer(SetResponseHeaderLayer::overriding(name.clone(), value.clone()));
     }
-    router
+    Pipeline { router, auth }
 }
 
 async fn rate_limited(State(limiter): State<Arc<RateLimiter>>, request: Request, next: Next) -> Response {
@@ -57,6 +65,7 @@ async fn check_credentials(State(auth): State<Arc<BasicAuth>>, request: Request<
         Verdict::Busy => {
             (StatusCode::TOO_MANY_REQUESTS, "Too many login checks at once, try again later.\n").into_response()
         }
+        Verdict::Closing => (StatusCode::SERVICE_UNAVAILABLE, "The exporter is stopping.\n").into_response(),
     }
 }
 

@@ -42,8 +42,9 @@ pub async fn serve(
         Some(config) => config.tls_server_config()?.map(TlsAcceptor::from),
         None => None,
     };
+    let pipeline = super::pipeline::wrap(router, &settings);
     let connections = Arc::new(ConnectionSettings {
-        router: super::pipeline::wrap(router, &settings),
+        router: pipeline.router,
         tls,
         http: http_builder(&settings),
         handshake_timeout: non_zero(settings.header_read_timeout),
@@ -54,6 +55,9 @@ pub async fn serve(
     let (stop, stopped) = watch::channel(());
     let mut running = accept_until(listeners, connections, stopped, shutdown).await;
     drop(stop);
+    if let Some(auth) = &pipeline.auth {
+        auth.close();
+    }
     drain(&mut running, drain_deadline(&settings)).await;
     info!("web server stopped");
     Ok(())

@@ -305,7 +305,9 @@ async fn the_exporter_binary_serves_its_metrics_over_tls_with_basic_auth() {
     let pki = Pki::new();
     let dir = ConfigDir::new(&pki);
     let hash = bcrypt::hash("wonderland", 4).unwrap();
-    let web_config = dir.write("web.yml", &format!("{TLS}basic_auth_users:\n  prometheus: '{hash}'\n"));
+    // What rustls cannot honour as written is served anyway, and said once at start.
+    let asks = "  min_version: TLS10\n  cipher_suites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\n";
+    let web_config = dir.write("web.yml", &format!("{TLS}{asks}basic_auth_users:\n  prometheus: '{hash}'\n"));
     let mut command = common::Exporter::command(&["--demo", "--web.config.file", web_config.to_str().unwrap()]);
     command.env("CAPI_POLL_INTERVAL", "1s");
     let exporter = common::Exporter::spawn(command);
@@ -323,6 +325,9 @@ async fn the_exporter_binary_serves_its_metrics_over_tls_with_basic_auth() {
     assert!(reqwest::get(format!("{}/metrics", exporter.url)).await.is_err(), "plain HTTP to the TLS port");
     let log = exporter.log();
     assert!(log.contains("tls=true") && log.contains("basic_auth=true"), "{log}");
+    let warned = |what: &str| log.lines().filter(|l| l.contains("level=warn") && l.contains(what)).count();
+    assert_eq!(warned("min_version TLS10 means TLS12"), 1, "{log}");
+    assert_eq!(warned("tls_server_config.cipher_suites is not honoured"), 1, "{log}");
 }
 
 /// 200 connections with wrong passwords at once, then a first-time login with the right one:
@@ -375,4 +380,38 @@ async fn futures_statuses(requests: Vec<JoinHandle<reqwest::Result<reqwest::Resp
         statuses.push(request.await.unwrap().unwrap().status());
     }
     statuses
+}
+
+/// SIGTERM while checks of the costliest hash accepted wait in line: the exporter stops after the
+/// one running, not after the whole line.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_does_not_wait_for_a_line_of_password_checks() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let started = std::time::Instant::now();
+    let hash = bcrypt::hash("wonderland", 12).unwrap(); // the costliest the exporter accepts
+    let one_check = started.elapsed();
+    let web_config = dir.write("web.yml", &format!("basic_auth_users:\n  prometheus: '{hash}'\n"));
+    let mut exporter = common::Exporter::spawn(common::Exporter::command(&[
+        "--demo",
+        "--web.config.file",
+        web_config.to_str().unwrap(),
+    ]));
+    let url = format!("{}/metrics", exporter.url);
+    let client = reqwest::Client::new();
+    let line: Vec<_> = (0..9)
+        .map(|i| client.get(&url).basic_auth("prometheus", Some(format!("guess-{i}"))).send())
+        .map(tokio::spawn)
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let stopping = std::time::Instant::now();
+    let status = exporter.terminate();
+    let took = stopping.elapsed();
+    assert!(status.success(), "{status}");
+    // The line alone would take 9 checks; the one running and the stop itself take less than 2.
+    assert!(took < one_check * 2 + Duration::from_secs(1), "stopping took {took:?}, one check {one_check:?}");
+    println!("one check {one_check:?}; stopped in {took:?}");
+    for request in line {
+        let _ = request.await;
+    }
 }

@@ -117,6 +117,28 @@ async fn past_the_waiting_checks_new_credentials_are_turned_away_at_once() {
     assert_eq!(auth.allows(&basic("alice", "wonderland")).await, Verdict::Allowed, "once the flood is checked");
 }
 
+#[tokio::test]
+async fn at_shutdown_the_waiting_checks_end_at_once() {
+    let auth = std::sync::Arc::new(auth_for(&[("alice", "wonderland")]));
+    // The check running holds the turn, as a long hash would.
+    let turn = auth.bcrypt_turn.clone().try_acquire_owned().unwrap();
+    let waiting: Vec<_> = (0..MAX_WAITING_CHECKS)
+        .map(|i| {
+            let auth = auth.clone();
+            tokio::spawn(async move { auth.allows(&basic("alice", &format!("guess-{i}"))).await })
+        })
+        .collect();
+    while auth.checks.load(Ordering::SeqCst) < MAX_WAITING_CHECKS {
+        tokio::task::yield_now().await;
+    }
+    auth.close();
+    for check in waiting {
+        assert_eq!(check.await.unwrap(), Verdict::Closing, "answered while the running check still holds its turn");
+    }
+    assert_eq!(auth.allows(&basic("alice", "wonderland")).await, Verdict::Closing);
+    drop(turn);
+}
+
 #[test]
 fn costly_hashes_are_refused_with_the_reason() {
     assert!(PasswordHash::parse(bcrypt::hash("x", MAX_BCRYPT_COST).unwrap()).is_ok());
