@@ -439,3 +439,23 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn bills_that_do_not_answer_a_filtered_query_are_ignored_and_named_by_the_field() {
+    let filter = Filter::Symbol("position_funding".into(), "USDT".into(), "cmt_btcusdt".into());
+    let page = BillPage {
+        has_next_page: false,
+        items: vec![
+            bill(1, 10, "position_funding", "USDT", "cmt_btcusdt"),
+            bill(2, 10, "deposit", "USDT", "cmt_btcusdt"),
+            bill(3, 10, "position_funding", "BTC", "cmt_btcusdt"),
+            bill(4, 10, "position_funding", "USDT", "cmt_ethusdt"),
+            bill(5, 12, "position_funding", "USDT", "cmt_btcusdt"),
+        ],
+    };
+    let (answered, unmatched) = answering(&page, &filter, (9, 11));
+    assert_eq!(answered.items.iter().map(|b| b.id.as_str()).collect::<Vec<_>>(), ["1"]);
+    assert_eq!(unmatched, ["businessType", "coin", "symbol", "cTime"]);
+    let (all, none) = answering(&page, &Filter::All, (0, 20));
+    assert_eq!((all.items.len(), none.len()), (5, 0), "an unfiltered query takes every bill of its window");
+}
