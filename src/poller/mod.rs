@@ -226,7 +226,12 @@ impl AccountPoller {
 
     /// Makes the bill queries of this poll, at most the per-poll limit.
     async fn scan_bills(&mut self) -> Result<(), ApiError> {
+        let fresh = self.state.unsettled_from_ms().is_none();
         self.state.start_bill_scan(self.account.client.clock().now_ms());
+        if let Some(from_ms) = self.state.unsettled_from_ms().filter(|_| fresh) {
+            info!(account = self.slot.name(), from_ms,
+                "bill counting starts: bills created from this time on are counted (--bills.backfill counts older ones)");
+        }
         for _ in 0..self.settings.bill_queries_per_poll {
             let Some(query) = self.state.next_bill_query() else { break };
             let client = &self.account.client;

@@ -87,6 +87,12 @@ impl PollState {
         }
     }
 
+    /// The first millisecond whose bills are not final yet (on a fresh start: where counting
+    /// starts); `None` before counting starts.
+    pub fn unsettled_from_ms(&self) -> Option<i64> {
+        self.cursor.as_ref().map(|cursor| cursor.state().settled_through.saturating_add(1))
+    }
+
     pub fn next_bill_query(&self) -> Option<BillQuery> {
         self.cursor.as_ref()?.next_query()
     }
