@@ -422,6 +422,20 @@ mod tests {
         assert!(matches!(interpret(200, None, None, b"[]"), Err(ApiError::Decode(_))));
     }
 
+    proptest::proptest! {
+        /// Any header text from the network: the wait is at most an hour, the date any time
+        /// at all, and nothing panics.
+        #[test]
+        fn any_retry_after_or_date_is_bounded(value in "[ -~]{0,40}", seconds: u64) {
+            for text in [value.clone(), seconds.to_string(), format!("{seconds}{value}")] {
+                let Ok(header) = HeaderValue::from_str(&text) else { continue };
+                let headers = HeaderMap::from_iter([(RETRY_AFTER, header.clone()), (DATE, header)]);
+                proptest::prop_assert!(retry_after(&headers).is_none_or(|wait| wait <= MAX_RETRY_AFTER));
+                let _ = date_ms(&headers);
+            }
+        }
+    }
+
     #[test]
     fn retry_after_is_read_in_seconds_or_as_a_date_and_capped() {
         let headers = |value: &str| HeaderMap::from_iter([(RETRY_AFTER, HeaderValue::from_str(value).unwrap())]);

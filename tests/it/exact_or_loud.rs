@@ -220,7 +220,7 @@ async fn an_oversized_answer_is_a_decode_error_and_polling_goes_on() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_poller_that_dies_is_restarted_and_counts_every_bill_once() {
     let exchange = Exchange::start(SimOptions::default()).await;
-    // A long account name: its jitter seed once overflowed in debug builds.
+    // A long account name, as trading desks use (any arithmetic on names must hold for it).
     let name = "a-long-account-name-of-a-trading-desk";
     let mut command = Exporter::command(&["--api.account-name", name, "--bills.overlap", "1s"]);
     command
