@@ -354,20 +354,23 @@ struct FeeGroup {
 
 const FEE_GROUPS: [FeeGroup; 6] = [
     FeeGroup {
-        per_contract: Family::gauge("capi_account_fee_rate", "Fee rate by role"),
-        default: Family::gauge("capi_account_default_fee_rate", "Fee rate by role"),
+        per_contract: Family::gauge("capi_account_fee_rate", "Fee rate by role, per futures contract"),
+        default: Family::gauge(
+            "capi_account_default_fee_rate",
+            "Default fee rate by role, for contracts without a setting of their own",
+        ),
         label: "role",
         members: &[("taker", |f| value(&f.taker_fee_rate)), ("maker", |f| value(&f.maker_fee_rate))],
     },
     FeeGroup {
         per_contract: Family::gauge("capi_account_fee_rate_set", "Whether fee rates are set (1) or not (0)"),
-        default: Family::gauge("capi_account_default_fee_rate_set", "Whether fee rates are set (1) or not (0)"),
+        default: Family::gauge("capi_account_default_fee_rate_set", "Whether default fee rates are set (1) or not (0)"),
         label: "",
         members: &[("", |f| value(&f.is_set_fee_rate))],
     },
     FeeGroup {
         per_contract: Family::gauge("capi_account_fee_discount", "Fee rate discount"),
-        default: Family::gauge("capi_account_default_fee_discount", "Fee rate discount"),
+        default: Family::gauge("capi_account_default_fee_discount", "Default fee rate discount"),
         label: "",
         members: &[("", |f| value(&f.fee_discount))],
     },
@@ -378,14 +381,14 @@ const FEE_GROUPS: [FeeGroup; 6] = [
         ),
         default: Family::gauge(
             "capi_account_default_fee_discount_set",
-            "Whether fee discounts are enabled (1) or not (0)",
+            "Whether default fee discounts are enabled (1) or not (0)",
         ),
         label: "",
         members: &[("", |f| value(&f.is_set_fee_discount))],
     },
     FeeGroup {
         per_contract: Family::gauge("capi_account_fee_role_discount", "Fee rate discount by role"),
-        default: Family::gauge("capi_account_default_fee_role_discount", "Fee rate discount by role"),
+        default: Family::gauge("capi_account_default_fee_role_discount", "Default fee rate discount by role"),
         label: "role",
         members: &[("taker", |f| value(&f.taker_fee_discount)), ("maker", |f| value(&f.maker_fee_discount))],
     },
@@ -396,7 +399,7 @@ const FEE_GROUPS: [FeeGroup; 6] = [
         ),
         default: Family::gauge(
             "capi_account_default_fee_role_discount_set",
-            "Whether separate taker and maker discounts apply (1) or not (0)",
+            "Whether separate default taker and maker discounts apply (1) or not (0)",
         ),
         label: "",
         members: &[("", |f| value(&f.is_set_taker_maker_fee_discount))],

@@ -1,21 +1,23 @@
 //! The exposition is this exporter's public interface: dashboards and alerts depend on every
 //! family's name, type, help, unit and labels. These golden files pin it, so that any change to
 //! it shows as a reviewed diff (`cargo insta review`, or `INSTA_UPDATE=always cargo test --test
-//! golden` and `git diff`):
+//! it golden` and `git diff`):
 //! - `fixed_answers_text` and `fixed_answers_openmetrics`: the whole page in each format, values
-//!   included, for the documented account sample and a page of bills, decoded and counted as the
-//!   poller does;
-//! - `demo_families`: every family and label set a seeded demo serves, values left out (the
-//!   demo's activity runs on the clock).
+//!   included (the process's masked), for two accounts: the documented account sample and a page
+//!   of bills, decoded and counted as the poller does; and the same with a default fee setting,
+//!   an unreadable amount and an error answer;
+//! - `demo_families` and `demo_families_openmetrics`: every family and label set a seeded demo
+//!   serves, in each format, values left out (the demo's activity runs on the clock).
 
 use crate::common;
 
 use capi_exporter::api::client::{read_account_answer, read_bill_answer};
+use capi_exporter::api::Endpoint;
 use capi_exporter::exposition::{Exposition, Format};
 use capi_exporter::poller::poll_state::PollState;
 use capi_exporter::poller::{Checkpoint, PollSettings};
 use capi_exporter::snapshot::stats::AccountStats;
-use capi_exporter::snapshot::AccountSlot;
+use capi_exporter::snapshot::{AccountSlot, AccountSnapshot};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,19 +33,16 @@ const BILLS: &str = r#"{"hasNextPage":false,"items":[
     {"billId":686960019383517342,"coin":"BTC","symbol":"","amount":"0.5","businessType":"transfer_in","balance":"0.5","fillFee":"0","ctime":1899999994000}
 ]}"#;
 
-/// The page with what changes from run to run taken out: the process's own metrics, how the
-/// binary was built (revision, branch, compiler), the data age (the time since the sample was
-/// taken, which is now), and the order of the samples within a family (some families are kept in
-/// hash maps).
+/// The page with what changes from run to run masked: the values of the process's own metrics
+/// and of the data age (the time since the sample was taken, which is now), how the binary was
+/// built (revision, branch, compiler), and the order of the samples within a family (some
+/// families are kept in hash maps).
 fn stable(page: &str) -> String {
     let mut lines = Vec::new();
     for line in page.lines() {
-        let name = line.trim_start_matches("# HELP ").trim_start_matches("# TYPE ").trim_start_matches("# UNIT ");
-        if name.starts_with("process_") {
-            continue;
-        }
         let line = match line.split_once(" ") {
             Some((series, _)) if series.starts_with("capi_data_age_seconds{") => format!("{series} <age>"),
+            Some((series, _)) if series.starts_with("process_") => format!("{series} <value>"),
             _ => line.to_string(),
         };
         lines.push(revision_hidden(&line));
@@ -81,26 +80,51 @@ fn revision_hidden(line: &str) -> String {
     line
 }
 
-/// The exposition of one account that polled the documented account sample and a page of bills.
+/// The exposition of two accounts. `main` polled the documented account sample and a page of
+/// bills; `second` the sample with a default fee setting, an answer with an unreadable amount
+/// and an error answer, so that every family that only such answers bring is shown too.
 fn fixed_answers() -> Exposition {
+    let main = fixed_account("main", false);
+    let second = fixed_account("second", true);
+    let stats = |slot: &AccountSlot| (*slot.latest().unwrap().stats).clone();
+    let mut troubled = stats(&second);
+    let headers = http::HeaderMap::new();
+    let unreadable = br#"{"hasNextPage":false,"items":[{"billId":1,"amount":"1,5","ctime":1899999995000}]}"#;
+    troubled.decode_problems(Endpoint::Bills, &read_bill_answer(200, &headers, unreadable).unwrap().problems);
+    let refused = read_bill_answer(400, &headers, br#"{"code":"40015","msg":"system error","requestTime":1}"#);
+    troubled.request(Endpoint::Bills, &refused, Duration::from_millis(120));
+    let latest = second.latest().unwrap();
+    second.publish(AccountSnapshot { stats: Arc::new(troubled), ..(*latest).clone() });
+    Exposition::new(vec![main, second], Duration::from_secs(300))
+}
+
+/// One account's slot after a poll of the account sample (with a default fee setting when
+/// asked) and the page of bills.
+fn fixed_account(name: &str, default_fee: bool) -> Arc<AccountSlot> {
     let settings = PollSettings {
         interval: Duration::from_secs(15),
         overlap: Duration::from_secs(60),
         backfill: Duration::from_secs(3_600),
         bill_queries_per_poll: 8,
     };
-    let slot = AccountSlot::new("main");
+    let slot = AccountSlot::new(name.to_owned());
     let mut state = PollState::new(Checkpoint::default(), &Default::default(), &settings, &[2]);
     let headers = http::HeaderMap::new();
-    let sample = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/account_sample.json")).unwrap();
-    let account = read_account_answer(200, &headers, &sample).unwrap();
+    let mut sample =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/account_sample.json")).unwrap();
+    if default_fee {
+        let setting = r#"{"is_set_fee_rate":true,"taker_fee_rate":"0.0005","maker_fee_rate":"0.0001","is_set_fee_discount":true,"fee_discount":"0.9","is_set_taker_maker_fee_discount":false,"taker_fee_discount":"0","maker_fee_discount":"0"}"#;
+        sample = sample.replace(r#""default_fee_setting": null"#, &format!(r#""default_fee_setting": {setting}"#));
+    }
+    let account = read_account_answer(200, &headers, sample.as_bytes()).unwrap();
+    assert!(account.problems.is_empty(), "{:?}", account.problems);
     state.take_account(2, account.value, now_ms());
     state.start_bill_scan(COUNTED_AT_MS);
     let bills = read_bill_answer(200, &headers, BILLS.as_bytes()).unwrap();
     assert!(bills.problems.is_empty(), "{:?}", bills.problems);
     assert_eq!(state.take_bills(&bills.value).new_bill_ids.len(), 5);
     slot.publish(state.snapshot(true, Arc::new(AccountStats::new(settings.interval))));
-    Exposition::new(vec![slot], Duration::from_secs(300))
+    slot
 }
 
 #[test]
@@ -124,7 +148,7 @@ fn now_ms() -> i64 {
 fn families(page: &str) -> String {
     let mut seen = BTreeSet::new();
     let mut lines = Vec::new();
-    for line in page.lines().filter(|line| !line.contains("process_")) {
+    for line in page.lines() {
         let described = if line.starts_with('#') {
             revision_hidden(line)
         } else {
@@ -155,4 +179,14 @@ async fn demo_families() {
         })
         .await;
     insta::assert_snapshot!(families(&scrape.text));
+    let openmetrics = reqwest::Client::new()
+        .get(format!("{}/metrics", exporter.url))
+        .header("accept", "application/openmetrics-text;version=1.0.0")
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    insta::assert_snapshot!("demo_families_openmetrics", families(&openmetrics));
 }
