@@ -13,11 +13,14 @@ WORKDIR /build
 # Dependencies first, in a layer of their own: it is rebuilt only when Cargo.toml or Cargo.lock
 # change, not at every source edit. Empty targets stand in for the workspace's own code (the
 # exporter and the simulated exchange its --demo serves).
+# .cargo/config.toml configures jemalloc when it is built: it must be there before.
 COPY Cargo.toml Cargo.lock ./
+COPY .cargo ./.cargo
 COPY sim/Cargo.toml sim/
-RUN mkdir -p src sim/src \
+RUN mkdir -p src sim/src benches \
     && echo 'fn main() {}' > src/main.rs \
     && echo 'fn main() {}' > sim/src/main.rs \
+    && echo 'fn main() {}' > benches/exporter.rs \
     && touch src/lib.rs sim/src/lib.rs \
     && cargo build --release --locked --package capi_exporter \
     && rm -rf src sim/src
