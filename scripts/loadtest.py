@@ -873,7 +873,7 @@ def table(args, results):
     runs = serving["runs"] if serving else {}
     if serving:
         n = serving["accounts"]
-        rows.append(("1", f"/metrics of {n} accounts, 2 coins, 5 positions",
+        rows.append(("serving", f"/metrics of {n} accounts, 2 coins, 5 positions",
                      f"{serving['series']} series, {serving['bytes']} B plain, {serving['bytes_ours_gzip']} B gzip",
                      f"same body, gzip -1: {serving['bytes_gzip_level1']} B", "", "", ""))
         # gzip_static sends bytes compressed once, ahead of time; the exporter compresses each
@@ -886,7 +886,7 @@ def table(args, results):
             ratio = runs[ours]["rps"] / runs[ref]["rps"]
             target, result = (f">= {TARGETS['serving_ratio']:.2f}", verdict(ratio >= TARGETS["serving_ratio"])) \
                 if is_target else ("report", "reported")
-            rows.append(("1", f"wrk -t{THREADS} -c{CONNECTIONS} -d{args.seconds:g}s, {label}", fmt_rate(runs[ours]),
+            rows.append(("serving", f"wrk -t{THREADS} -c{CONNECTIONS} -d{args.seconds:g}s, {label}", fmt_rate(runs[ours]),
                          f"nginx: {fmt_rate(runs[ref])}", f"{ratio:.2f}", target, result))
     python = results.get("python")
     if "ours_plain" in runs and python:
@@ -894,34 +894,34 @@ def table(args, results):
         drained = ""
         if ref["requests"] < 10 * CONNECTIONS:  # few requests: those in flight at the end weigh
             drained = f"; {ref['rps_drained']:.2f} req/s counting the {CONNECTIONS} in flight at the end"
-        rows.append(("2", f"scrapes/s, plain, {python['accounts']} accounts ({serving['series']} vs "
+        rows.append(("python", f"scrapes/s, plain, {python['accounts']} accounts ({serving['series']} vs "
                           f"{python['series']} series)", fmt_rate(ours), f"Python: {fmt_rate(ref)}{drained}",
                      f"{ours['rps'] / ref['rps']:.1f}x", "report", "reported"))
-        rows.append(("2", "CPU per scrape, net of background polling (gross)",
+        rows.append(("python", "CPU per scrape, net of background polling (gross)",
                      f"{ours['cpu_ms_per_scrape']:.1f} ms ({ours['cpu_ms_per_scrape_gross']:.1f})",
                      f"Python: {ref['cpu_ms_per_scrape']:.0f} ms ({ref['cpu_ms_per_scrape_gross']:.0f})",
                      f"{ours['cpu_ms_per_scrape'] / ref['cpu_ms_per_scrape']:.3f}x"
                      if ref["cpu_ms_per_scrape"] else "-", "report", "reported"))
-        rows.append(("2", "RSS after the wrk run", mib(ours["rss_after"]), f"Python: {mib(ref['rss_after'])}",
+        rows.append(("python", "RSS after the wrk run", mib(ours["rss_after"]), f"Python: {mib(ref['rss_after'])}",
                      f"{ours['rss_after'] / ref['rss_after']:.2f}x", "report", "reported"))
         if "ours_gzip" in runs:
-            rows.append(("2", "scrapes/s, ours with gzip", fmt_rate(runs["ours_gzip"]),
+            rows.append(("python", "scrapes/s, ours with gzip", fmt_rate(runs["ours_gzip"]),
                          f"Python plain: {ref['rps']:.2f} req/s",
                          f"{runs['ours_gzip']['rps'] / ref['rps']:.1f}x", "report", "reported"))
     memory = results.get("memory", {})
     if "rss_idle_1" in memory:
-        rows.append(("4", f"RSS idle, 1 account, 2 coins, after {memory['idle_polled_s']:.0f} s of polling",
+        rows.append(("memory", f"RSS idle, 1 account, 2 coins, after {memory['idle_polled_s']:.0f} s of polling",
                      mib(memory["rss_idle_1"]), "", "", f"< {TARGETS['idle_rss_mib']} MiB",
                      verdict(memory["rss_idle_1"] < TARGETS["idle_rss_mib"] * MIB)))
     for key, what in (("rss_ready_1000", "ready"), ("rss_after_wrk_1000", "after the wrk runs")):
         if key in memory:
-            rows.append(("4", f"RSS, {args.accounts} accounts, {what}", mib(memory[key]),
+            rows.append(("memory", f"RSS, {args.accounts} accounts, {what}", mib(memory[key]),
                          f"peak (VmHWM) {mib(memory['hwm_1000'])}" if key == "rss_after_wrk_1000" else "", "",
                          f"< {TARGETS['rss_1000_mib']} MiB", verdict(memory[key] < TARGETS["rss_1000_mib"] * MIB)))
     soak = results.get("soak")
     if soak:
         flat = soak["last"] <= soak["first"] * 1.10 + 2 * MIB
-        rows.append(("4", f"soak {soak['minutes']:g} min, {soak['accounts']} accounts, {soak['bills_counted']:.0f} "
+        rows.append(("memory", f"soak {soak['minutes']:g} min, {soak['accounts']} accounts, {soak['bills_counted']:.0f} "
                           f"bills counted", f"start {mib(soak['start'])}, after {soak['warmup_s']:.0f} s "
                           f"{mib(soak['first'])}, last {mib(soak['last'])}, max {mib(soak['max'])}",
                      f"growth after warm-up {soak['growth'] / MIB:+.1f} MiB", "",
@@ -932,14 +932,14 @@ def table(args, results):
         p = polling[size]
         largest = size == sizes[-1]
         ok = p["cpu_ms_per_cycle"] < TARGETS["poll_cycle_ms"] if largest else True
-        rows.append(("5", f"CPU per poll cycle, {size} accounts (interval {p['interval_s']:g} s, "
+        rows.append(("poll cpu", f"CPU per poll cycle, {size} accounts (interval {p['interval_s']:g} s, "
                           f"{p['cycles_seen']:.2f} cycles seen)",
                      f"{p['cpu_ms_per_cycle']:.2f} ms, {p['cpu_us_per_account']:.0f} us/account", "", "",
                      f"< {TARGETS['poll_cycle_ms']} ms at {args.accounts}" if largest else "linear",
                      verdict(ok) if largest else ""))
     busy = results.get("polling_busy")
     if busy:
-        rows.append(("5", f"CPU per poll cycle, {busy['accounts']} accounts with activity every {BUSY_TICK_MS // 1000}s "
+        rows.append(("poll cpu", f"CPU per poll cycle, {busy['accounts']} accounts with activity every {BUSY_TICK_MS // 1000}s "
                           f"(interval {busy['interval_s']:g} s, {busy['cycles_seen']:.2f} cycles seen)",
                      f"{busy['cpu_ms_per_cycle']:.2f} ms, {busy['cpu_us_per_account']:.0f} us/account", "", "",
                      f"< {TARGETS['poll_cycle_ms']} ms at {args.accounts}",
@@ -947,17 +947,17 @@ def table(args, results):
     if len(sizes) >= 2:
         mid, top = polling[sizes[-2]], polling[sizes[-1]]
         growth = top["cpu_us_per_account"] / mid["cpu_us_per_account"] if mid["cpu_us_per_account"] else 0
-        rows.append(("5", f"cost per account, {sizes[-1]} vs {sizes[-2]} accounts", f"{growth:.2f}x", "", "",
+        rows.append(("poll cpu", f"cost per account, {sizes[-1]} vs {sizes[-2]} accounts", f"{growth:.2f}x", "", "",
                      "linear (<= 1.5x)", verdict(growth <= 1.5)))
     if sizes:
         p = polling[sizes[-1]]
         weight, minimum, counted = p["weight_per_account_per_poll"], p["weight_minimum"], p["weight_per_poll_counted"]
-        rows.append(("6", f"IP weight per account per poll, {sizes[-1]} accounts, {p['coins']} coins "
+        rows.append(("weight", f"IP weight per account per poll, {sizes[-1]} accounts, {p['coins']} coins "
                           f"({p['account_queries']:.0f} account + {p['bill_queries']:.0f} bill queries in "
                           f"{p['polls']:.2f} intervals)", f"{weight:.2f} per interval; {counted:.2f} per poll counted",
                      f"API minimum {minimum} ({p['coins']} account queries x 1 + 1 bill query x 2)", f"{counted / minimum:.2f}",
                      "= minimum", verdict(counted <= minimum * 1.02)))
-        rows.append(("6", "accounts per IP at 500 per 10 s, 15 s interval (750 / weight per poll)",
+        rows.append(("weight", "accounts per IP at 500 per 10 s, 15 s interval (750 / weight per poll)",
                      f"{p['coins']} coins: {math.floor(p['accounts_per_ip'] + 1e-6)}; "
                      f"1 coin: {math.floor(p['accounts_per_ip_1coin'] + 1e-6)}",
                      "", "", "report", "reported"))
@@ -971,9 +971,9 @@ def table(args, results):
         else:
             spread, ok = "none seen", False
         missed = f", {fresh['not_seen_within_5s']} not seen in 5 s" if fresh["not_seen_within_5s"] else ""
-        rows.append(("7", f"change -> /metrics, {fresh['trials']} trials, interval {fresh['interval_s']:g} s{missed}",
+        rows.append(("freshness", f"change -> /metrics, {fresh['trials']} trials, interval {fresh['interval_s']:g} s{missed}",
                      f"min/p50/p90/p99/max {spread} ms", "", "", f"max <= {limit * 1000:.0f} ms", verdict(ok)))
-    header = ("#", "measurement", "ours", "reference", "ratio", "target", "result")
+    header = ("group", "measurement", "ours", "reference", "ratio", "target", "result")
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     if args.quick and rows:
@@ -1060,7 +1060,7 @@ def main():
         children.stop_all()
     results["elapsed_s"] = time.monotonic() - started
     text, rows = table(args, results)
-    results["table"] = [dict(zip(("target", "measurement", "ours", "reference", "ratio", "goal", "result"), row))
+    results["table"] = [dict(zip(("group", "measurement", "ours", "reference", "ratio", "target", "result"), row))
                         for row in rows]
     results["broken"] = broken
     if rows:

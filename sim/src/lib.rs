@@ -8,6 +8,8 @@
 //! One [`SimExchange`] is a handle: clones share the state, kept behind a std `Mutex` that is
 //! only ever held for synchronous work, never across an `.await`.
 
+#![forbid(unsafe_code)]
+
 mod activity;
 mod auth;
 mod book;

@@ -1,6 +1,8 @@
 //! `capi_sim`: the simulated exchange on its own, in scale mode, for load tests: many accounts,
 //! each with its own key, served until Ctrl-C or SIGTERM. Not part of the exporter.
 
+#![forbid(unsafe_code)]
+
 use anyhow::Context as _;
 use capi_sim::scale::{populate, write_account_files, ScaleSpec};
 use capi_sim::{SimExchange, SimOptions};
