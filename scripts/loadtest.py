@@ -58,9 +58,9 @@ E. Soak, only with --soak-minutes M > 0: a separate 1,000-account exchange (20 w
    scrape) for M minutes. Flat: last <= the sample after the warm-up (a quarter of the soak, at
    most 5 minutes, while business types appear) x 1.10 + 2 MiB.
 
-The end is one markdown table (#, measurement, ours, reference, ratio, target, result), also
-written with every raw figure as JSON to --json FILE. Its # column numbers the measurement: 1
-serving vs nginx, 2 Python reference, 4 memory, 5 poll CPU, 6 weight per poll, 7 freshness (render
+The end is one markdown table (group, measurement, ours, reference, ratio, target, result), also
+written with every raw figure as JSON to --json FILE. Its group names the measurement: serving
+(vs nginx), python (the Python reference), memory, poll cpu, weight (per poll), freshness (render
 time is measured by `cargo bench --bench exporter`). A missed target is a result, not a failure:
 the exit code is 0 whenever everything ran, 1 when something broke (a process did not start or
 died, a scrape or a wrk run failed, a body had no series), 2 when a prerequisite is missing.
