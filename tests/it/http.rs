@@ -90,19 +90,26 @@ async fn ready_waits_for_a_successful_poll_and_healthy_does_not() {
 async fn metrics_are_gzipped_for_scrapers_that_accept_it() {
     use std::io::Read as _;
     let (state, _) = state("/metrics");
-    let request = Request::get("/metrics").header("accept-encoding", "gzip").body(Body::empty()).unwrap();
-    let response = app(state.clone()).oneshot(request).await.unwrap();
-    assert_eq!(response.headers()["content-encoding"], "gzip");
-    let compressed = to_bytes(response.into_body(), 1 << 24).await.unwrap();
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&compressed[..]).read_to_string(&mut text).unwrap();
-    let (_, _, plain) = get(&state, "/metrics").await;
-    assert!(text.contains("capi_up{account=\"main\"} 0"), "{text}");
-    assert_eq!(
-        text.lines().filter(|l| !l.starts_with("process_")).count(),
-        plain.lines().filter(|l| !l.starts_with("process_")).count()
-    );
-    assert!(compressed.len() * 3 < plain.len(), "{} bytes compressed from {}", compressed.len(), plain.len());
+    for (accept, content_type, end) in [("*/*", TEXT, "\n"), (OPENMETRICS, OPENMETRICS, "# EOF\n")] {
+        let request = Request::get("/metrics")
+            .header("accept", accept)
+            .header("accept-encoding", "gzip")
+            .body(Body::empty())
+            .unwrap();
+        let response = app(state.clone()).oneshot(request).await.unwrap();
+        assert_eq!(response.headers()["content-encoding"], "gzip");
+        assert_eq!(response.headers()["content-type"], content_type);
+        let compressed = to_bytes(response.into_body(), 1 << 24).await.unwrap();
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&compressed[..]).read_to_string(&mut text).unwrap();
+        assert!(text.contains("capi_up{account=\"main\"} 0") && text.ends_with(end), "{text}");
+        let (_, _, plain) = get_accepting(&state, "/metrics", Some(accept)).await;
+        assert_eq!(
+            text.lines().filter(|l| !l.starts_with("process_")).count(),
+            plain.lines().filter(|l| !l.starts_with("process_")).count()
+        );
+        assert!(compressed.len() * 3 < plain.len(), "{} bytes compressed from {}", compressed.len(), plain.len());
+    }
 }
 
 #[tokio::test]
