@@ -36,13 +36,16 @@ const POSITION_INFO: Family = Family::gauge("capi_position_info", "Text fields o
 const BILLS: Family = Family::counter("capi_bills", "Bills counted by coin and business type, each exactly once");
 const BILL_AMOUNT: Family = Family::counter(
     "capi_bill_amount",
-    "Sum of the absolute amounts of bills, by the amount's sign: in (>0) or out (<0)",
+    "Sum of the absolute amounts of bills, in the bill's coin, by the amount's sign: in (>0, collateral coming in) or out (<0, going out)",
 );
 const BILL_FILL_FEE: Family = Family::counter(
     "capi_bill_fill_fee",
     "Sum of the absolute fill fees of bills, in the bill's coin, by the fee's sign: out (<0, a fee paid) or in (>0, a rebate); the API does not show the sign, this is the exporter's assumption",
 );
-const BILL_BALANCE: Family = Family::gauge("capi_bill_balance", "Balance after the newest bill counted, per coin");
+const BILL_BALANCE: Family = Family::gauge(
+    "capi_bill_balance",
+    "Balance after the newest bill counted, in the bill's coin, signed as the exchange reports it",
+);
 const SHORTFALLS: Family = Family::counter(
     "capi_bill_pages_truncated",
     "Crowded milliseconds (more bills of one business type than a page holds) whose count is not proven complete: loss=certain, at least one bill was not counted; loss=possible, the split rested on the coins and symbols known to the account, which the API cannot list",

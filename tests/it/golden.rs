@@ -190,3 +190,23 @@ async fn demo_families() {
         .unwrap();
     insta::assert_snapshot!("demo_families_openmetrics", families(&openmetrics));
 }
+
+/// Every money figure's HELP text says its unit (a coin) and how it is signed: a trader reading
+/// one must not have to guess either.
+#[test]
+fn money_figures_say_their_coin_and_sign() {
+    let page = String::from_utf8(fixed_answers().page(Format::Text).into_bytes()).unwrap();
+    let money: Vec<&str> = page
+        .lines()
+        .filter_map(|line| line.strip_prefix("# HELP "))
+        .filter(|help| {
+            let name = help.split(' ').next().unwrap_or_default().trim_end_matches("_total");
+            !name.contains("_is_")
+                && ["amount", "_fee", "balance", "_value", "_margin"].iter().any(|end| name.ends_with(end))
+        })
+        .collect();
+    assert!(money.len() >= 30, "{money:#?}");
+    for help in money {
+        assert!(help.contains("coin") && help.contains("sign"), "{help}");
+    }
+}
