@@ -61,6 +61,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
         version = crate::version::VERSION,
         revision = crate::version::REVISION,
         accounts = accounts.len(),
+        names = %listed(accounts.iter().map(|a| a.name.as_str())),
         poll_interval = ?settings.interval,
         ip_weight_budget = config.ip_weight_budget,
         uid_weight_budget = config.uid_weight_budget,
@@ -123,6 +124,18 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     served?;
     info!("stopped");
     Ok(())
+}
+
+/// The first names, comma-separated, and how many more: a start-up line stays readable with a
+/// thousand accounts.
+fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
+    const SHOWN: usize = 20;
+    let more = names.len().saturating_sub(SHOWN);
+    let shown: Vec<&str> = names.take(SHOWN).collect();
+    match more {
+        0 => shown.join(","),
+        more => format!("{},... ({more} more)", shown.join(",")),
+    }
 }
 
 /// Runs the pollers on a thread of their own with a single-threaded runtime: thousands of small
@@ -282,5 +295,19 @@ pub async fn shutdown_signal() {
     tokio::select! {
         _ = interrupt => {}
         _ = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_list_of_names_is_cut_with_the_count_left_out() {
+        let names: Vec<String> = (1..=25).map(|i| format!("a{i}")).collect();
+        let all = |n: usize| listed(names[..n].iter().map(String::as_str));
+        assert_eq!(all(2), "a1,a2");
+        assert_eq!(all(20).split(',').count(), 20);
+        assert!(all(25).ends_with(",a20,... (5 more)"), "{}", all(25));
     }
 }

@@ -156,3 +156,21 @@ async fn it_serves_on_every_listen_address() {
         assert!(body.contains("capi_up{account=\"demo-1\"}"), "{address}: {body}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_start_up_line_says_version_accounts_interval_and_budget() {
+    let exporter = Exporter::spawn(Exporter::command(&[
+        "--demo",
+        "--demo.accounts",
+        "2",
+        "--poll.interval",
+        "15s",
+        "--api.ip-weight-budget",
+        "400",
+    ]));
+    let log = exporter.log();
+    let line = log.lines().find(|l| l.contains("msg=\"starting capi_exporter\"")).unwrap_or_else(|| panic!("{log}"));
+    for field in ["version=0.1.0", "accounts=2", "names=demo-1,demo-2", "poll_interval=15s", "ip_weight_budget=400"] {
+        assert!(line.contains(field), "{field} missing: {line}");
+    }
+}
