@@ -292,13 +292,27 @@ impl AccountPoller {
             self.account.budget.acquire(endpoint).await;
             let started = std::time::Instant::now();
             let result = send().await;
-            self.stats().request(endpoint, &result, started.elapsed());
+            let elapsed = started.elapsed();
+            self.stats().request(endpoint, &result, elapsed);
+            let (account, endpoint_name, duration_ms) = (self.slot.name(), endpoint.as_str(), elapsed.as_millis());
             let error = match result {
-                Ok(answer) => return Ok(self.keep_problems(endpoint, answer)),
+                Ok(answer) => {
+                    debug!(
+                        account,
+                        endpoint = endpoint_name,
+                        outcome = "success",
+                        duration_ms,
+                        attempt,
+                        "request answered"
+                    );
+                    return Ok(self.keep_problems(endpoint, answer));
+                }
                 Err(error) => error,
             };
+            let outcome = error.outcome().as_str();
+            debug!(account, endpoint = endpoint_name, outcome, duration_ms, attempt, error = %error, "request failed");
             let Some(pause) = retry_after(&error, attempt, fastrand::f64()) else { return Err(error) };
-            debug!(account = self.slot.name(), endpoint = endpoint.as_str(), error = %error, attempt, "retrying within the poll");
+            debug!(account, endpoint = endpoint_name, attempt, "retrying within the poll");
             tokio::time::sleep(pause).await;
             attempt += 1;
         }

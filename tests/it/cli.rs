@@ -174,3 +174,26 @@ async fn the_start_up_line_says_version_accounts_interval_and_budget() {
         assert!(line.contains(field), "{field} missing: {line}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn at_debug_level_each_request_of_a_poll_is_logged() {
+    let exporter = Exporter::spawn(Exporter::command(&["--demo", "--demo.accounts", "1", "--log.level", "debug"]));
+    exporter.wait_for("a bill query logged", |_| exporter.log().contains("bill query answered")).await;
+    let log = exporter.log();
+    let lines = |msg: &str| log.lines().filter(|l| l.contains(&format!("msg=\"{msg}\""))).collect::<Vec<_>>();
+    for endpoint in ["account", "bills"] {
+        let answered = lines("request answered");
+        let line =
+            answered.iter().find(|l| l.contains(&format!(" endpoint={endpoint} "))).unwrap_or_else(|| panic!("{log}"));
+        assert!(
+            line.contains("account=demo-1") && line.contains("outcome=success") && line.contains("duration_ms="),
+            "{line}"
+        );
+    }
+    let bills = lines("bill query answered");
+    assert!(
+        bills[0].contains("start_time: ") && bills[0].contains(" bills=") && bills[0].contains(" counted="),
+        "{}",
+        bills[0]
+    );
+}
