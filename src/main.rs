@@ -49,6 +49,10 @@ fn exit_on_usage_error(error: clap::Error) -> ! {
 
 async fn run(cli: &Cli) -> anyhow::Result<()> {
     let config = Config::from_cli(cli, &|name| std::env::var(name).ok()).context("invalid configuration")?;
+    if cli.config_check {
+        println!("capi_exporter: {}", config.check().context("invalid configuration")?);
+        return Ok(());
+    }
     capi_exporter::app::run(config, capi_exporter::app::shutdown_signal()).await?;
     Ok(())
 }

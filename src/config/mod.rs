@@ -129,6 +129,10 @@ pub struct Cli {
     /// How many replicas share the configured accounts.
     #[arg(long = "shard.count", env = "CAPI_SHARD_COUNT", default_value_t = 1)]
     pub shard_count: u32,
+    /// Check the configuration (flags, --config.file with its credentials, --web.config.file
+    /// with its certificates) and exit: 0 and a summary if it is valid, else 1 and the problem.
+    #[arg(long = "config.check")]
+    pub config_check: bool,
     /// Run against a built-in simulated exchange with generated keys: no API key needed.
     #[arg(long = "demo")]
     pub demo: bool,
@@ -180,6 +184,22 @@ pub struct Config {
 }
 
 impl Config {
+    /// What `--config.check` says of a valid configuration, after loading what only the server
+    /// would load at start (the TLS certificate and key).
+    pub fn check(&self) -> Result<String, ConfigError> {
+        let web = self.web.config.as_ref();
+        if let Some(web) = web {
+            web.tls_server_config()?;
+        }
+        let accounts = match &self.accounts {
+            Accounts::Exchange { accounts, .. } => format!("{} account(s)", accounts.len()),
+            Accounts::Demo { count, .. } => format!("{count} demo account(s)"),
+        };
+        let tls = if web.is_some_and(WebConfig::tls_enabled) { "TLS" } else { "plain HTTP" };
+        let auth = if web.is_some_and(WebConfig::basic_auth_enabled) { ", basic auth" } else { "" };
+        Ok(format!("the configuration is valid: {accounts}, {tls}{auth}"))
+    }
+
     /// Validates the flags and resolves credentials; every error is one line naming the problem.
     pub fn from_cli(cli: &Cli, env: Env) -> Result<Self, ConfigError> {
         let listen_addresses =

@@ -95,7 +95,7 @@ impl WebConfig {
 
     /// Builds the rustls configuration from the certificate and key files as they are now;
     /// `None` when the configuration asks for no TLS.
-    pub(crate) fn tls_server_config(&self) -> Result<Option<Arc<rustls::ServerConfig>>, WebError> {
+    pub fn tls_server_config(&self) -> Result<Option<Arc<rustls::ServerConfig>>, WebError> {
         let Some(tls) = &self.tls else { return Ok(None) };
         let located = |problem: String| WebError::Config { file: self.file.clone(), problem };
         tls.server_config().map(Some).map_err(located)

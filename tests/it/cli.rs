@@ -122,6 +122,46 @@ fn a_web_config_with_a_missing_certificate_stops_it_with_one_line() {
 }
 
 #[test]
+fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
+    let dir = std::env::temp_dir().join(format!("capi-cli-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let accounts = dir.join("accounts.yml");
+    let credentials = "credentials: {api_key: {env: K}, secret: {env: S}, passphrase: {env: P}}";
+    std::fs::write(
+        &accounts,
+        format!("accounts:\n  - name: main\n    {credentials}\n  - name: hedge\n    {credentials}\n"),
+    )
+    .unwrap();
+    let check = |env: &[(&str, &str)], extra: &[&str]| {
+        let mut command =
+            Exporter::command(&[&["--config.check", "--config.file", accounts.to_str().unwrap()], extra].concat());
+        command.envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let output = command.output().unwrap();
+        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+        (output.status.code(), text(output.stdout), text(output.stderr))
+    };
+    let keys = [("K", "key"), ("S", "secret"), ("P", "passphrase")];
+    let (code, stdout, stderr) = check(&keys, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(stdout, "capi_exporter: the configuration is valid: 2 account(s), plain HTTP\n");
+    assert_eq!(stderr, "", "nothing starts, nothing is logged");
+
+    let (code, _, stderr) = check(&keys[..2], &[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("invalid configuration") && stderr.contains("P"), "{stderr}");
+
+    // A certificate only the server would load is loaded too.
+    let web = dir.join("web.yml");
+    std::fs::write(&web, "tls_server_config:\n  cert_file: nowhere.crt\n  key_file: nowhere.key\n").unwrap();
+    let (code, _, stderr) = check(&keys, &["--web.config.file", web.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("nowhere.crt"), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn version_says_how_the_binary_was_built_as_node_exporter_does() {
     let mut command = Exporter::command(&["--version"]);
     let output = command.stdout(Stdio::piped()).output().unwrap();
