@@ -194,12 +194,25 @@ fn poll_settings(config: &Config, accounts: &[AccountConfig]) -> PollSettings {
 async fn bind(addresses: &[String]) -> Result<Vec<tokio::net::TcpListener>, RunError> {
     let mut listeners = Vec::with_capacity(addresses.len());
     for address in addresses {
-        let listener = tokio::net::TcpListener::bind(address.as_str())
-            .await
-            .map_err(|error| RunError::Listen { address: address.clone(), error })?;
-        listeners.push(listener);
+        let listener = match tokio::net::TcpListener::bind(address.as_str()).await {
+            Err(error) if address.starts_with("[::]:") && !ipv6_available(&error) => {
+                // A host without IPv6 (a container with it switched off): every IPv4 address.
+                let ipv4 = address.replacen("[::]", "0.0.0.0", 1);
+                warn!(address, %error, instead = ipv4, "IPv6 is not available here; listening on every IPv4 address");
+                tokio::net::TcpListener::bind(ipv4.as_str()).await
+            }
+            bound => bound,
+        };
+        listeners.push(listener.map_err(|error| RunError::Listen { address: address.clone(), error })?);
     }
     Ok(listeners)
+}
+
+/// Whether a failed bind on `[::]` leaves IPv6 possible: no address family support, or no IPv6
+/// address at all, means it does not.
+fn ipv6_available(error: &std::io::Error) -> bool {
+    const NO_FAMILY: i32 = libc::EAFNOSUPPORT;
+    !(error.kind() == std::io::ErrorKind::AddrNotAvailable || error.raw_os_error() == Some(NO_FAMILY))
 }
 
 /// The base URL and accounts to poll; in demo mode, starts the simulated exchange first.

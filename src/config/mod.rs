@@ -272,7 +272,8 @@ fn listen_address(text: &str) -> Result<String, ConfigError> {
         host.split('.').all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
     };
     match host {
-        "" => Ok(format!("0.0.0.0:{port}")),
+        // Every address, IPv6 and IPv4 (a dual-stack socket), as Go's net.Listen(":port") does.
+        "" => Ok(format!("[::]:{port}")),
         _ if text.parse::<SocketAddr>().is_ok() => Ok(text.to_string()),
         _ if is_host_name(host) => Ok(text.to_string()),
         _ => Err(invalid()),

@@ -33,7 +33,7 @@ fn defaults_follow_the_documented_interface() {
     assert_eq!(config.poll_interval, Duration::from_secs(15));
     assert_eq!(config.bills_overlap, Duration::from_secs(60));
     assert_eq!(config.bills_backfill, Duration::ZERO);
-    assert_eq!(config.listen_addresses, ["0.0.0.0:10127"]);
+    assert_eq!(config.listen_addresses, ["[::]:10127"]);
     assert_eq!(config.telemetry_path, "/metrics");
     assert_eq!((config.ip_weight_budget, config.uid_weight_budget), (500, 500));
     assert_eq!(config.data_max_age, None);
@@ -44,7 +44,7 @@ fn listen_addresses_are_taken_as_exporter_toolkit_takes_them() {
     let addresses = |args: &[&str]| Config::from_cli(&cli(args), &env_of(&KEYS)).map(|c| c.listen_addresses);
     let flags = ["--web.listen-address", ":9", "--web.listen-address", "localhost:10", "--web.listen-address"];
     let all = addresses(&[&flags[..], &["[::1]:11,127.0.0.1:12"]].concat()).unwrap();
-    assert_eq!(all, ["0.0.0.0:9", "localhost:10", "[::1]:11", "127.0.0.1:12"]);
+    assert_eq!(all, ["[::]:9", "localhost:10", "[::1]:11", "127.0.0.1:12"]);
     for bad in ["10127", "host:port", ":70000", "a b:1", "[::1:1", "exa_mple:1", ""] {
         let error = addresses(&["--web.listen-address", bad]).unwrap_err().to_string();
         assert!(error.contains("is not an address; write it like :10127"), "{bad}: {error}");

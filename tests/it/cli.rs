@@ -197,6 +197,27 @@ async fn it_serves_on_every_listen_address() {
     }
 }
 
+/// `:port` is every address, as with exporter-toolkit: IPv4 and, where the host has it, IPv6.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_port_alone_listens_on_every_address() {
+    let exporter = Exporter::spawn(Exporter::command(&["--demo", "--web.listen-address", ":0"]));
+    let log = exporter.log();
+    let line = log.lines().find(|line| line.contains("serving metrics")).unwrap();
+    let address = common::field(line, "address").unwrap();
+    let (host, port) = address.rsplit_once(':').unwrap();
+    let mut loopbacks = vec!["127.0.0.1"];
+    if host == "[::]" {
+        loopbacks.push("[::1]");
+    } else {
+        assert_eq!(host, "0.0.0.0", "{log}");
+        assert!(log.contains("IPv6 is not available here"), "{log}");
+    }
+    for loopback in loopbacks {
+        let body = reqwest::get(format!("http://{loopback}:{port}/metrics")).await.unwrap().text().await.unwrap();
+        assert!(body.contains("capi_up{account=\"demo-1\"}"), "{loopback}: {body}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn the_start_up_line_says_version_accounts_interval_and_budget() {
     let exporter = Exporter::spawn(Exporter::command(&[
