@@ -5,8 +5,8 @@
 # (FUZZ_SECONDS per target, 10 by default), a bounded soak under scrape load (SOAK_SECONDS,
 # 30 by default) and the load test's quick mode (side by side with nginx and a Python exporter,
 # small sizes: it proves the load test runs; docs/performance.md's figures are from its full mode).
-# Installs Debian's prometheus, prometheus-alertmanager, nginx-light and wrk packages first when
-# they are missing.
+# Installs Debian's prometheus, prometheus-alertmanager, nginx-light, wrk and chromium (the status
+# page's browser test) packages first when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +15,7 @@ command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 || missing+=(prometheus-alertmanager)
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 command -v wrk >/dev/null 2>&1 || missing+=(wrk)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -gt 0 ]; then
     echo "installing Debian packages: ${missing[*]}" >&2
     sudo=""

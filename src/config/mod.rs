@@ -256,7 +256,7 @@ fn validate_locale(locale: &str) -> Result<(), ConfigError> {
 }
 
 /// The paths the server answers besides the telemetry path.
-const RESERVED_PATHS: [&str; 3] = ["/", "/-/healthy", "/-/ready"];
+const RESERVED_PATHS: [&str; 4] = ["/", "/-/healthy", "/-/ready", crate::web::POLL_LOG_PATH];
 
 /// One `--web.listen-address`, as exporter-toolkit takes it: `host:port`, `[IPv6]:port`, or
 /// `:port` for every IPv4 address. A host name is looked up when the exporter binds it.

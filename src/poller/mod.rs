@@ -208,12 +208,22 @@ impl AccountPoller {
         (pace, healthy)
     }
 
+    /// Keeps a line in the account's log of recent polls (the status page's), with the time.
+    fn recall(&self, event: std::fmt::Arguments) {
+        self.slot.log_recent(format!("{} {event}", time_of_day(local_now_ms())));
+    }
+
     /// Publishes the poll's figures and stats, with the wait before the next poll beyond the
     /// interval.
     fn publish(&self, healthy: bool, backoff: Duration) {
+        let outcome = if healthy { "every request succeeded" } else { "a request failed" };
+        self.recall(format_args!("poll ended: {outcome}; next in {:?}", self.settings.interval + backoff));
         let stats = {
             let mut stats = self.stats();
             stats.poll_backoff = backoff;
+            if healthy {
+                stats.last_good_poll = Some(crate::snapshot::stats::unix_now());
+            }
             stats.clock_offset_ms = self.account.client.clock().offset_ms();
             Arc::new(stats.clone())
         };
@@ -237,14 +247,9 @@ impl AccountPoller {
             let client = &self.account.client;
             let page = self.request(Endpoint::Bills, || client.bills(&query)).await?;
             let counted = self.state.take_bills(&page);
-            debug!(
-                account = self.slot.name(),
-                ?query,
-                bills = page.items.len(),
-                more = page.has_next_page,
-                counted = counted.new_bill_ids.len(),
-                "bill query answered"
-            );
+            let (bills, more, new) = (page.items.len(), page.has_next_page, counted.new_bill_ids.len());
+            debug!(account = self.slot.name(), ?query, bills, more, counted = new, "bill query answered");
+            self.recall(format_args!("bill query {query:?}: {bills} bills, {new} new, more pages: {more}"));
             self.report(&counted);
         }
         if self.state.bill_scan_in_progress() {
@@ -305,12 +310,18 @@ impl AccountPoller {
                         attempt,
                         "request answered"
                     );
+                    self.recall(format_args!(
+                        "{endpoint_name} request answered in {duration_ms} ms (attempt {attempt})"
+                    ));
                     return Ok(self.keep_problems(endpoint, answer));
                 }
                 Err(error) => error,
             };
             let outcome = error.outcome().as_str();
             debug!(account, endpoint = endpoint_name, outcome, duration_ms, attempt, error = %error, "request failed");
+            self.recall(format_args!(
+                "{endpoint_name} request failed in {duration_ms} ms (attempt {attempt}): {outcome}: {error}"
+            ));
             let Some(pause) = retry_after(&error, attempt, fastrand::f64()) else { return Err(error) };
             debug!(account, endpoint = endpoint_name, attempt, "retrying within the poll");
             tokio::time::sleep(pause).await;
@@ -362,6 +373,13 @@ fn warn_shortfall(account: &str, shortfall: &Shortfall) {
     }
 }
 
+/// `HH:MM:SS.mmm UTC` of a Unix time in milliseconds: the recent polls' log covers minutes.
+fn time_of_day(unix_ms: i64) -> String {
+    let ms_of_day = unix_ms.rem_euclid(86_400_000);
+    let (hours, minutes) = (ms_of_day / 3_600_000, ms_of_day / 60_000 % 60);
+    format!("{hours:02}:{minutes:02}:{:02}.{:03} UTC", ms_of_day / 1000 % 60, ms_of_day % 1000)
+}
+
 /// Polls start in groups this far apart. The requests of a group overlap, so the runtime wakes
 /// once for many answers instead of once for each: against the simulated exchange this cut the
 /// CPU of a 1,000-account poll cycle at 15 s from 442 to 245 ms. A group of 33 accounts (1,000
@@ -409,5 +427,12 @@ mod tests {
         assert_eq!(few, (0..10).map(|i| Duration::from_millis(1_500 * i)).collect::<Vec<_>>());
         assert_eq!(start_delay(0, 1, fifteen), Duration::ZERO);
         assert_eq!(start_delay(0, 3, Duration::from_millis(100)), Duration::ZERO);
+    }
+
+    #[test]
+    fn the_time_of_day_is_utc_to_the_millisecond() {
+        assert_eq!(time_of_day(1_795_558_206_543), "22:10:06.543 UTC");
+        assert_eq!(time_of_day(0), "00:00:00.000 UTC");
+        assert_eq!(time_of_day(-1), "23:59:59.999 UTC");
     }
 }

@@ -7,4 +7,4 @@ pub mod handler;
 mod slot;
 pub mod stats;
 
-pub use slot::{AccountSlot, AccountSnapshot};
+pub use slot::{AccountSlot, AccountSnapshot, RECENT_LINES};

@@ -3,9 +3,14 @@
 use super::counters::BillCounters;
 use super::stats::AccountStats;
 use crate::api::model::{Account, AccountInfo};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
+
+/// How many lines of the recent polls' log an account keeps (a poll writes a few: one per
+/// request and one at its end), and the longest line kept.
+pub const RECENT_LINES: usize = 200;
+pub const MAX_LINE_BYTES: usize = 500;
 
 /// Everything `/metrics` shows about one account, as of its last poll.
 #[derive(Debug, Clone, Default)]
@@ -50,6 +55,9 @@ pub struct AccountSlot {
     /// Snapshots published so far: a rendering that read this count before it began shows at
     /// least every snapshot counted in it.
     publications: AtomicU64,
+    /// The log of the recent polls, oldest first, for the status page: what the poller logs at
+    /// debug level, kept whatever the log level (it holds no credentials).
+    recent: Mutex<VecDeque<String>>,
 }
 
 impl AccountSlot {
@@ -59,6 +67,7 @@ impl AccountSlot {
             latest: RwLock::new(None),
             ever_up: AtomicBool::new(false),
             publications: AtomicU64::new(0),
+            recent: Mutex::new(VecDeque::with_capacity(RECENT_LINES)),
         })
     }
 
@@ -86,5 +95,38 @@ impl AccountSlot {
     /// Whether a poll of this account has ever fully succeeded (readiness).
     pub fn has_been_up(&self) -> bool {
         self.ever_up.load(Ordering::Acquire)
+    }
+
+    /// Adds a line to the recent polls' log, cut to [`MAX_LINE_BYTES`]; past [`RECENT_LINES`]
+    /// the oldest goes.
+    pub fn log_recent(&self, line: String) {
+        let line = super::stats::cut(line, MAX_LINE_BYTES);
+        let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() == RECENT_LINES {
+            recent.pop_front();
+        }
+        recent.push_back(line);
+    }
+
+    /// The recent polls' log, oldest line first.
+    pub fn recent_log(&self) -> Vec<String> {
+        self.recent.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_recent_log_keeps_the_last_lines_each_cut_to_size() {
+        let slot = AccountSlot::new("a");
+        for i in 0..RECENT_LINES + 5 {
+            slot.log_recent(format!("line {i}"));
+        }
+        let log = slot.recent_log();
+        assert_eq!((log.len(), log[0].as_str()), (RECENT_LINES, "line 5"));
+        slot.log_recent("é".repeat(MAX_LINE_BYTES));
+        assert_eq!(slot.recent_log().last().unwrap(), &format!("{}…", "é".repeat(MAX_LINE_BYTES / 2)));
     }
 }

@@ -35,7 +35,25 @@ pub struct AccountStats {
     pub poll_backoff: Duration,
     /// The exchange's clock minus this machine's, as this account's client knows it.
     pub clock_offset_ms: i64,
+    /// When a poll last fully succeeded, Unix time in seconds.
+    pub last_good_poll: Option<f64>,
+    pub last_error: Option<LastError>,
 }
+
+/// The last request that failed, for the status page.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastError {
+    /// Unix time in seconds.
+    pub at: f64,
+    pub endpoint: Endpoint,
+    pub outcome: Outcome,
+    /// The error as logged (credentials redacted), its code's meaning included; at most
+    /// [`MAX_ERROR_TEXT`] bytes.
+    pub text: String,
+}
+
+/// The longest error text kept: an HTML error page can be long.
+pub const MAX_ERROR_TEXT: usize = 300;
 
 impl AccountStats {
     /// Every request series at zero, so that rates and alerts work from the start.
@@ -57,10 +75,11 @@ impl AccountStats {
         self.latency.entry(endpoint).or_default().observe(elapsed.as_secs_f64());
         match result {
             Ok(_) => {
-                let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default();
-                self.last_success.insert(endpoint, now.as_secs_f64());
+                self.last_success.insert(endpoint, unix_now());
             }
             Err(error) => {
+                let text = cut(error.to_string(), MAX_ERROR_TEXT);
+                self.last_error = Some(LastError { at: unix_now(), endpoint, outcome, text });
                 if let Some(code) = error.exchange_code() {
                     let known = self.exchange_errors.contains_key(&(endpoint, code.to_owned()));
                     let code = if known || self.exchange_errors.len() < MAX_ERROR_CODES { code } else { OTHER };
@@ -82,6 +101,21 @@ impl AccountStats {
             bump(self.decode_problems.entry(key).or_default());
         }
     }
+}
+
+/// Unix time in seconds.
+pub fn unix_now() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap_or_default().as_secs_f64()
+}
+
+/// `text` cut to at most `max` bytes at a character's boundary, and `…` added where it was cut.
+pub(super) fn cut(mut text: String, max: usize) -> String {
+    if text.len() > max {
+        let end = (0..=max).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+        text.truncate(end);
+        text.push('…');
+    }
+    text
 }
 
 fn bump(count: &mut u64) {

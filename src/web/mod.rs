@@ -18,6 +18,7 @@ mod pipeline;
 mod rate_limit;
 mod routes;
 mod serve;
+mod status;
 mod tls;
 
 #[cfg(test)]
@@ -26,6 +27,7 @@ mod test_support;
 pub use config::WebConfig;
 pub use routes::{app, AppState};
 pub use serve::serve;
+pub use status::POLL_LOG_PATH;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,17 +1,18 @@
-//! The HTTP endpoints: `/metrics` (or `--web.telemetry-path`), a landing page, and the
-//! `/-/healthy` and `/-/ready` probes. [`app`] builds the router without a socket, for tests.
+//! The HTTP endpoints: `/metrics` (or `--web.telemetry-path`), the status page (see
+//! [`super::status`]), and the `/-/healthy` and `/-/ready` probes. [`app`] builds the router
+//! without a socket, for tests.
 
+use super::status;
 use crate::exposition::{Exposition, Format, Page};
 use crate::snapshot::handler::HandlerStats;
 use crate::snapshot::AccountSlot;
-use crate::version::{REVISION, VERSION};
 use axum::body::{Body, Bytes};
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::Request;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
-use axum::response::{Html, IntoResponse, Response};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use axum::{BoxError, Router};
 use http_body::{Frame, SizeHint};
@@ -37,7 +38,8 @@ pub fn app(state: AppState) -> Router {
     let metrics_route = limited(metrics_route, state.max_requests, state.exposition.handler_stats());
     Router::new()
         .route(&state.telemetry_path, metrics_route)
-        .route("/", get(landing))
+        .route("/", get(status::landing))
+        .route(status::POLL_LOG_PATH, get(status::poll_log))
         .route("/-/healthy", get(|| async { "OK\n" }))
         .route("/-/ready", get(ready))
         .with_state(state)
@@ -116,18 +118,4 @@ async fn ready(State(state): State<AppState>) -> Response {
         let text = format!("not ready: no successful poll yet for account(s) {}\n", waiting.join(", "));
         (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
     }
-}
-
-async fn landing(State(state): State<AppState>) -> Html<String> {
-    let path = html_escape(&state.telemetry_path);
-    Html(format!(
-        "<!DOCTYPE html>\n<html><head><title>capi_exporter</title></head><body>\n\
-         <h1>capi_exporter</h1>\n<p>Prometheus exporter for the futures (contract) account API. \
-         Version {VERSION}, revision {REVISION}.</p>\n<ul>\n<li><a href=\"{path}\">Metrics</a></li>\n\
-         <li><a href=\"/-/healthy\">Health</a></li>\n<li><a href=\"/-/ready\">Readiness</a></li>\n</ul>\n</body></html>\n"
-    ))
-}
-
-fn html_escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
 }

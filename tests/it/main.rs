@@ -19,4 +19,5 @@ mod promtool;
 mod restart;
 mod secrets;
 mod shards;
+mod status_page;
 mod web;
