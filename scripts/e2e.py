@@ -9,7 +9,8 @@ is this script. Then checks, against live data:
    rule returns data; every alert expression parses and every metric it names has data;
 2. every PromQL expression of every dashboard panel and template variable parses and returns data;
 3. a liquidation started on the simulated exchange reaches the webhook as CapiAccountLiquidating,
-   and how long that took from the moment the liquidation started; then its resolution.
+   and how long that took from the moment the liquidation started; then its resolution;
+4. no other alert fired on the demo's normal activity during the run.
 
 Only loopback is used. Every wait has a deadline. Exit code 0 when everything passed.
 Usage: scripts/e2e.py [--binary target/debug/capi_exporter]
@@ -223,7 +224,7 @@ def check_liquidation_alert(prom, sim_url, report):
     account = "demo-1"
     coin_id = wait_for("demo-1's collateral", lambda: prom.query(f'capi_collateral_is_liquidating{{account="{account}"}}'), DATA_DEADLINE)[0]["metric"]["coin_id"]
     firing = f'ALERTS{{alertname="CapiAccountLiquidating",account="{account}"}}'
-    # The demo liquidates now and then by itself: start from a quiet account.
+    # Start from a quiet account.
     wait_for(f"{account} not liquidating", lambda: not prom.query(firing) and prom.query(f'capi_collateral_is_liquidating{{account="{account}"}} == 0'), ALERT_DEADLINE)
 
     def control(on):
@@ -254,6 +255,15 @@ def check_liquidation_alert(prom, sim_url, report):
     return latency
 
 
+def check_quiet(prom, report):
+    """No alert but the liquidation started on purpose fired during the run: the demo's normal
+    activity is a day on which no shipped alert fires."""
+    fired = 'count by (alertname) (max_over_time(ALERTS{alertstate="firing", alertname!="CapiAccountLiquidating"}[1h]))'
+    others = prom.query(fired)
+    assert not others, f"alerts fired on the demo's normal activity: {sorted(o['metric']['alertname'] for o in others)}"
+    report.append("no other alert fired on the demo's normal activity")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--binary", default=str(ROOT / "target" / "debug" / "capi_exporter"))
@@ -280,6 +290,7 @@ def main():
         check_rules(prom, report)
         check_dashboards(prom, report)
         latency = check_liquidation_alert(prom, sim_url, report)
+        check_quiet(prom, report)
     except (AssertionError, QueryError) as error:
         print("\n".join(report))
         print(f"E2E FAILED: {error}\nlogs in {logs}", file=sys.stderr)

@@ -35,9 +35,6 @@ pub enum RunError {
     State(#[from] StateError),
 }
 
-/// How often the demo exchange generates activity.
-const DEMO_TICK: Duration = Duration::from_secs(1);
-
 /// Runs the exporter until `shutdown` completes, then stops the pollers and returns.
 pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
     // First: a stray signal during a long start (a large state file) must not end it either.
@@ -240,7 +237,7 @@ async fn resolve_accounts(
             }
             let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
             let (address, server) = exchange.start(loopback).await.map_err(RunError::Demo)?;
-            let activity = exchange.spawn_activity(*seed, DEMO_TICK);
+            let activity = exchange.spawn_activity(*seed, capi_sim::DEMO_TICK);
             info!(exchange = %format!("http://{address}"), accounts = count, "demo mode: polling a simulated exchange with generated keys");
             let both = tokio::spawn(async move {
                 let _ = tokio::join!(server, activity);

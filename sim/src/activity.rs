@@ -1,16 +1,20 @@
 //! Made-up account activity for the demo, reproducible from a seed.
 //!
 //! Every tick, for every account and coin: funding settles on open positions every few ticks,
-//! positions sometimes grow, and at most one event happens: a position opens or closes, funds
-//! come in or go out, or a liquidation starts (and, a few ticks later, closes its position and
-//! finishes). Every change goes through the same book operations as scripted tests, so bills,
-//! balances, `cum_*` accumulators, update times and `version` stay consistent.
+//! positions sometimes grow, and at most one position opens or closes; a coin without a position
+//! opens one at once, so that a demo shows every kind of figure from its first tick on. Every change
+//! goes through the same book operations as scripted tests, so bills, balances, `cum_*`
+//! accumulators, update times and `version` stay consistent.
+//!
+//! This is a desk's normal day, on which no shipped alert fires: small trades and funding, never
+//! a deposit, withdrawal, transfer or liquidation (those are what the alerts are for; a test or a
+//! demo user starts them through the control route, see `control.rs`). The test
+//! `normal_activity_stays_under_every_shipped_alert_threshold` holds it to the thresholds.
 //!
 //! Collateral follows spec 4.1: buying (opening a long, closing a short) takes the traded value
 //! out of the collateral, selling puts it in, and the fill fee is paid from it too. Trades are
-//! kept small against the collateral so that it stays positive.
+//! kept small against the collateral so that it stays positive and steady.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rust_decimal::Decimal;
@@ -26,17 +30,17 @@ const MAX_POSITIONS_PER_COIN: usize = 2;
 /// The value of one contract, in collateral units: a position's size is its value over this.
 const CONTRACT_VALUE: Decimal = Decimal::from_parts(100, 0, 0, false, 0);
 /// A position grows no further once its value reaches this share of the collateral.
-const MAX_POSITION_SHARE: Decimal = Decimal::from_parts(2, 0, 0, false, 1);
-/// Deposits and transfers in are sized on the collateral, or on this when it is smaller.
-const MIN_FUNDS_BASE: Decimal = Decimal::from_parts(1000, 0, 0, false, 0);
-/// A liquidated position has lost this share of its margin.
-const LIQUIDATION_LOSS: Decimal = Decimal::from_parts(9, 0, 0, false, 1);
+const MAX_POSITION_SHARE: Decimal = Decimal::from_parts(3, 0, 0, false, 2);
+/// How often the demo's activity ticks: about 230 small trades an hour per account and coin.
+pub const DEMO_TICK: Duration = Duration::from_secs(10);
 
 pub(crate) fn spawn(sim: SimExchange, seed: u64, tick: Duration) -> JoinHandle<()> {
     let mut activity = Activity::new(seed);
     tokio::spawn(async move {
-        // A zero period would make `interval` panic.
-        let mut ticks = tokio::time::interval(tick.max(Duration::from_millis(1)));
+        // A zero period would make `interval` panic. The first tick comes one period after the
+        // start: a demo's exporter has begun counting bills by then, so it counts the first trades.
+        let period = tick.max(Duration::from_millis(1));
+        let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
         ticks.set_missed_tick_behavior(MissedTickBehavior::Delay);
         loop {
             ticks.tick().await;
@@ -45,13 +49,11 @@ pub(crate) fn spawn(sim: SimExchange, seed: u64, tick: Duration) -> JoinHandle<(
     })
 }
 
-/// The generator's own state: its random sequence and the liquidations under way.
+/// The generator's own state: its random sequence and its count of ticks.
 #[derive(Debug)]
 pub(crate) struct Activity {
     rng: fastrand::Rng,
     tick: u64,
-    /// By (api key, coin id): the position being liquidated and the ticks until it is closed.
-    liquidations: BTreeMap<(String, u64), (String, u64)>,
 }
 
 /// One account's coin during one tick: where the generator's changes go.
@@ -115,7 +117,7 @@ fn fee_on(value: Decimal) -> Decimal {
 
 impl Activity {
     pub(crate) fn new(seed: u64) -> Self {
-        Self { rng: fastrand::Rng::with_seed(seed), tick: 0, liquidations: BTreeMap::new() }
+        Self { rng: fastrand::Rng::with_seed(seed), tick: 0 }
     }
 
     /// One tick over every account and coin, in key and coin order so a seed replays exactly.
@@ -130,18 +132,8 @@ impl Activity {
     }
 
     fn step_coin(&mut self, desk: &mut Desk) {
-        let slot = (desk.api_key.to_owned(), desk.coin_id);
-        if let Some((position_id, ticks_left)) = self.liquidations.get_mut(&slot) {
-            *ticks_left -= 1;
-            if *ticks_left == 0 {
-                let position_id = std::mem::take(position_id);
-                self.liquidations.remove(&slot);
-                finish_liquidation(desk, &position_id);
-            }
-            return;
-        }
         if desk.account().is_some_and(|account| account.is_liquidating(desk.coin_id)) {
-            return; // a liquidation someone else started (a test, the control route) is theirs to end
+            return; // a liquidation someone started (a test, the control route) is theirs to end
         }
         let collateral = desk.collateral();
         for position in desk.positions() {
@@ -156,17 +148,11 @@ impl Activity {
         let event = self.rng.u64(0..=99);
         let chosen = self.rng.choice(&positions).map(|position| position.id.clone());
         match (event, chosen) {
+            (_, None) => self.open(desk),
             (0..=11, _) if positions.len() < MAX_POSITIONS_PER_COIN => self.open(desk),
             (12..=19, Some(position_id)) => {
                 let price_change = self.basis_points(-300, 300);
                 close(desk, &position_id, |_| price_change);
-            }
-            (20..=24, _) => self.pay_in(desk, "deposit"),
-            (25..=27, _) => self.pay_in(desk, "transfer_in"),
-            (28..=30, _) => self.pay_out(desk),
-            (31..=32, Some(position_id)) => {
-                desk.book.set_liquidating(desk.api_key, desk.coin_id, true, desk.now_ms);
-                self.liquidations.insert(slot, (position_id, self.rng.u64(2..=4)));
             }
             _ => {}
         }
@@ -178,14 +164,14 @@ impl Activity {
         drawn / Decimal::from(10_000)
     }
 
-    /// Opens a position worth 1-10% of the collateral.
+    /// Opens a position worth 0.5-1.5% of the collateral.
     fn open(&mut self, desk: &mut Desk) {
         let Some(&(contract_id, _)) = self.rng.choice(&CONTRACTS) else {
             return;
         };
         let side = if self.rng.bool() { "LONG" } else { "SHORT" };
         let leverage = Decimal::from(self.rng.u64(5..=20));
-        let open_value = money(desk.collateral() * self.basis_points(100, 1000));
+        let open_value = money(desk.collateral() * self.basis_points(50, 150));
         if open_value <= Decimal::ZERO {
             return;
         }
@@ -234,20 +220,6 @@ impl Activity {
         });
         desk.book_bill("position_funding", contract_symbol(position.contract_id), amount, Decimal::ZERO);
     }
-
-    /// A deposit or a transfer in of 1-5% of the collateral.
-    fn pay_in(&mut self, desk: &mut Desk, business_type: &str) {
-        let amount = money(desk.collateral().max(MIN_FUNDS_BASE) * self.basis_points(100, 500));
-        desk.book_bill(business_type, String::new(), amount, Decimal::ZERO);
-    }
-
-    /// A transfer out of 0.5-5% of the collateral, when there is some.
-    fn pay_out(&mut self, desk: &mut Desk) {
-        let amount = money(desk.collateral() * self.basis_points(50, 500));
-        if amount > Decimal::ZERO {
-            desk.book_bill("transfer_out", String::new(), -amount, Decimal::ZERO);
-        }
-    }
 }
 
 /// Closes a position, if still open, at its value moved by `price_change` (a fraction).
@@ -259,23 +231,11 @@ fn close(desk: &mut Desk, position_id: &str, price_change: impl FnOnce(&Position
     desk.book_trade(&position.side, position.contract_id, false, close_value, fee_on(close_value));
 }
 
-/// Ends a liquidation: the position goes at a price that cost most of its margin.
-fn finish_liquidation(desk: &mut Desk, position_id: &str) {
-    close(desk, position_id, |position| {
-        let against = LIQUIDATION_LOSS / position.leverage.max(Decimal::ONE);
-        if position.side == "LONG" {
-            -against
-        } else {
-            against
-        }
-    });
-    desk.book.set_liquidating(desk.api_key, desk.coin_id, false, desk.now_ms);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Credentials, SimBill};
+    use std::collections::BTreeMap;
 
     fn run(seed: u64, ticks: i64) -> Book {
         let mut book = Book::default();
@@ -332,11 +292,6 @@ mod tests {
             "position_close_long",
             "position_close_short",
             "position_funding",
-            "deposit",
-            "transfer_in",
-            "transfer_out",
-            "start_liquidate",
-            "finish_liquidate",
         ] {
             assert!(bills.iter().any(|bill| bill.business_type == kind), "no {kind} bill");
         }
@@ -357,24 +312,66 @@ mod tests {
         }
     }
 
+    /// The value of a `capi:alert_threshold:*` recording rule of the shipped rules.
+    fn threshold(name: &str) -> Decimal {
+        let rules = include_str!("../../deploy/prometheus/rules.yml");
+        let rule = rules.split(&format!("record: capi:alert_threshold:{name}\n")).nth(1).expect("the rule");
+        let value = rule.split("vector(").nth(1).and_then(|rest| rest.split(')').next()).expect("vector(N)");
+        value.parse().expect("a number")
+    }
+
+    /// A demo hour at the demo's tick, on both accounts: none of the alerts that watch the
+    /// money fires on it, by a margin of two.
     #[test]
-    fn liquidations_start_then_finish_and_close_their_position() {
-        let bills = bills_by_account(&mut run(42, 2000));
-        let mut open = BTreeMap::new();
-        for (account, bill) in
-            bills.iter().enumerate().flat_map(|(account, bills)| bills.iter().map(move |bill| (account, bill)))
-        {
-            let liquidating = open.entry((account, bill.coin.clone())).or_insert(false);
-            match bill.business_type.as_str() {
-                "start_liquidate" => {
-                    assert!(!*liquidating, "{bill:?}");
-                    *liquidating = true;
+    fn normal_activity_stays_under_every_shipped_alert_threshold() {
+        let ticks_an_hour = (3600 / DEMO_TICK.as_secs()) as i64;
+        let tick_ms = DEMO_TICK.as_millis() as i64;
+        for seed in [1, 7, 42] {
+            let mut book = Book::default();
+            book.add_account(Credentials::generate(1), &[1, 2], 0);
+            book.add_account(Credentials::generate(2), &[2], 0);
+            let mut activity = Activity::new(seed);
+            let mut collateral: BTreeMap<(String, u64), Vec<Decimal>> = BTreeMap::new();
+            for tick in 0..3 * ticks_an_hour {
+                activity.step(&mut book, tick * tick_ms);
+                for key in book.api_keys() {
+                    for coin_id in book.account(&key).map(Account::coin_ids).unwrap_or_default() {
+                        let amount = book.account(&key).unwrap().collateral_amount(coin_id);
+                        collateral.entry((key.clone(), coin_id)).or_default().push(amount);
+                    }
                 }
-                "finish_liquidate" => {
-                    assert!(*liquidating, "{bill:?}");
-                    *liquidating = false;
+            }
+            let fifteen_minutes = (900 / DEMO_TICK.as_secs()) as usize;
+            for ((key, coin_id), amounts) in &collateral {
+                let worst_drop = amounts
+                    .windows(fifteen_minutes + 1)
+                    .map(|window| (window[0] - window[fifteen_minutes]) / window[0])
+                    .max()
+                    .unwrap();
+                assert!(
+                    worst_drop * Decimal::TWO < threshold("collateral_drop_ratio_15m"),
+                    "{key} {coin_id}: {worst_drop}"
+                );
+            }
+            for key in book.api_keys() {
+                let bills = book.bills(&key);
+                for hour in 0..3 {
+                    let of_hour = |bill: &&SimBill| bill.ctime_ms / (ticks_an_hour * tick_ms) == hour;
+                    let fees: Decimal = bills.iter().filter(of_hour).map(|bill| -bill.fill_fee).sum();
+                    let funding_paid: Decimal = bills
+                        .iter()
+                        .filter(of_hour)
+                        .filter(|bill| bill.business_type == "position_funding" && bill.amount < Decimal::ZERO)
+                        .map(|bill| -bill.amount)
+                        .sum();
+                    assert!(
+                        fees * Decimal::TWO < threshold("fill_fee_per_hour"),
+                        "seed {seed} hour {hour}: fees {fees}"
+                    );
+                    assert!(funding_paid * Decimal::TWO < threshold("funding_paid_per_hour"), "{funding_paid}");
                 }
-                other => assert!(!*liquidating || other.starts_with("position_close"), "{bill:?} during a liquidation"),
+                let unexpected = bills.iter().find(|bill| !bill.business_type.starts_with("position_"));
+                assert_eq!(unexpected, None, "deposits, transfers and liquidations are not a normal day");
             }
         }
     }

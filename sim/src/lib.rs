@@ -30,6 +30,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::task::JoinHandle;
 
+pub use activity::DEMO_TICK;
 pub use book::{NewBill, NewPosition, SimBill};
 pub use faults::Fault;
 pub use server::RequestStats;
