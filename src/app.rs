@@ -54,6 +54,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     let http = Client::http_pool(config.timeout);
     let store = config.state_file.as_deref().map(open_state).transpose()?.map(Arc::new);
     let settings = poll_settings(&config, &accounts);
+    warn_unnamed_coins(&accounts, &config.coins);
     info!(
         version = crate::version::VERSION,
         revision = crate::version::REVISION,
@@ -66,7 +67,7 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     );
     let max_age = config.data_max_age.unwrap_or_else(|| (settings.interval * 5).max(Duration::from_secs(60)));
     let slots: Vec<Arc<AccountSlot>> = accounts.iter().map(|a| AccountSlot::new(a.name.clone())).collect();
-    let exposition = Arc::new(Exposition::new(slots.clone(), max_age));
+    let exposition = Arc::new(Exposition::new(slots.clone(), max_age).with_coins(config.coins.clone()));
     // Pollers are set up (and restored counters published) before anyone can scrape.
     let ip_budget = Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget)));
     let client_settings = ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() };
@@ -121,6 +122,16 @@ pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'st
     served?;
     info!("stopped");
     Ok(())
+}
+
+/// Coins configured without a name would show `coin=""` and not join with their bills.
+fn warn_unnamed_coins(accounts: &[AccountConfig], coins: &crate::api::Coins) {
+    let unnamed: std::collections::BTreeSet<u64> =
+        accounts.iter().flat_map(|a| a.coin_ids.iter().copied()).filter(|id| coins.name(*id).is_none()).collect();
+    if !unnamed.is_empty() {
+        let ids: Vec<String> = unnamed.iter().map(u64::to_string).collect();
+        warn!(coin_ids = %ids.join(","), "these coin ids have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)");
+    }
 }
 
 /// The first names, comma-separated, and how many more: a start-up line stays readable with a
@@ -184,6 +195,7 @@ fn poll_settings(config: &Config, accounts: &[AccountConfig]) -> PollSettings {
         overlap: config.bills_overlap,
         backfill: config.bills_backfill,
         bill_queries_per_poll: plan.bill_queries_per_poll,
+        coins: config.coins.clone(),
     }
 }
 

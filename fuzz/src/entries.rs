@@ -8,6 +8,7 @@
 use capi_exporter::api::client::{read_account_answer, read_bill_answer};
 use capi_exporter::api::json::JsonObject;
 use capi_exporter::api::model::{decode_account_info, decode_bill_page, Bill, BillPage};
+use capi_exporter::api::Coins;
 use capi_exporter::config::parse_accounts;
 use capi_exporter::exposition::{Exposition, Format};
 use capi_exporter::poller::cursor::BillCursor;
@@ -149,6 +150,7 @@ pub fn poll(data: &[u8]) {
         // A window of a few milliseconds: a handful of answers reach a crowded millisecond.
         backfill: Duration::from_millis(3),
         bill_queries_per_poll: MAX_QUERIES,
+        coins: Coins::default(),
     };
     let mut answers = data.split(|b| *b == 0xFF).map(|answer| match answer.split_first() {
         Some((status, body)) => (http_status(*status), body),
@@ -258,7 +260,7 @@ pub fn accounts_yaml(data: &[u8]) {
     }
     let result = parse_accounts(Path::new("fuzz.yml"), text, &[2], &|_| Some(SECRET.into()));
     let accounts = match result {
-        Ok(accounts) => accounts,
+        Ok(file) => file.accounts,
         Err(error) => {
             let message = error.to_string();
             assert!(message.contains("fuzz.yml"), "error does not name the file: {message}");

@@ -2,6 +2,7 @@
 
 pub mod client;
 pub mod clock;
+pub mod coins;
 pub mod credentials;
 pub mod error;
 pub mod fields;
@@ -11,5 +12,6 @@ pub mod sign;
 
 pub use client::{Answer, BillQuery, Client, ClientSettings, Endpoint};
 pub use clock::Clock;
+pub use coins::Coins;
 pub use credentials::{Credentials, Secret};
 pub use error::{ApiError, Outcome};

@@ -30,15 +30,6 @@ pub const BUSINESS_TYPES: [&str; 21] = [
     "tracking_third_party_share",
 ];
 
-/// The coin names of coin ids, as far as the exchange documents them: bills name the coin, the
-/// account query takes its id.
-const COIN_NAMES: [(u64, &str); 1] = [(2, "USDT")];
-
-/// The name bills give the coin of this id, when it is documented.
-pub fn coin_name(coin_id: u64) -> Option<&'static str> {
-    COIN_NAMES.iter().find(|(id, _)| *id == coin_id).map(|(_, name)| *name)
-}
-
 /// One ledger entry (spec 2.1).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Bill {

@@ -8,18 +8,28 @@
 //!       api_key: {env: MAIN_API_KEY}
 //!       secret: {file: /run/secrets/main_secret}
 //!       passphrase: {env: MAIN_PASSPHRASE}
+//! coin_names: {1: BTC}         # optional; coin ids' names beyond the documented 2: USDT
 //! ```
 
-use super::{read_secret_file, validate_coin_ids, validate_name, AccountConfig, ConfigError, Env};
+use super::{read_secret_file, validate_coin_ids, validate_coin_name, validate_name, AccountConfig, ConfigError, Env};
 use crate::api::{Credentials, Secret};
 use serde::Deserialize;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileConfig {
     accounts: Vec<FileAccount>,
+    #[serde(default)]
+    coin_names: BTreeMap<u64, String>,
+}
+
+/// What the accounts file says: the accounts, and names of coin ids.
+#[derive(Debug)]
+pub struct AccountsFile {
+    pub accounts: Vec<AccountConfig>,
+    pub coin_names: Vec<(u64, String)>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -47,7 +57,7 @@ struct SecretSource {
     file: Option<PathBuf>,
 }
 
-pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Result<Vec<AccountConfig>, ConfigError> {
+pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Result<AccountsFile, ConfigError> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::File { path: path.to_path_buf(), reason: e.to_string() })?;
     parse_accounts(path, &text, default_coins, env)
@@ -55,12 +65,7 @@ pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Res
 
 /// Parses and validates the accounts file's text; `path` names it in errors and nothing is read
 /// but the credential files it names.
-pub fn parse_accounts(
-    path: &Path,
-    text: &str,
-    default_coins: &[u64],
-    env: Env,
-) -> Result<Vec<AccountConfig>, ConfigError> {
+pub fn parse_accounts(path: &Path, text: &str, default_coins: &[u64], env: Env) -> Result<AccountsFile, ConfigError> {
     let fail = |reason: String| ConfigError::File { path: path.to_path_buf(), reason };
     let parsed: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| fail(e.to_string()))?;
     if parsed.accounts.is_empty() {
@@ -86,7 +91,12 @@ pub fn parse_accounts(
         };
         accounts.push(AccountConfig { name, coin_ids, credentials });
     }
-    Ok(accounts)
+    let coin_names = parsed
+        .coin_names
+        .into_iter()
+        .map(|(id, name)| Ok((id, validate_coin_name(&name, "coin_names").map_err(|e| fail(e.to_string()))?)))
+        .collect::<Result<_, ConfigError>>()?;
+    Ok(AccountsFile { accounts, coin_names })
 }
 
 fn resolve(source: &SecretSource, what: &str, env: Env) -> Result<Secret, ConfigError> {

@@ -5,7 +5,7 @@
 mod file;
 pub mod shard;
 
-use crate::api::{Credentials, Secret};
+use crate::api::{Coins, Credentials, Secret};
 use crate::duration::parse_prometheus;
 use crate::web::{WebConfig, WebSettings};
 use clap::{Parser, ValueEnum};
@@ -62,6 +62,10 @@ pub struct Cli {
     /// Coin ids to query the account for, comma separated (2 is USDT).
     #[arg(long = "api.coin-ids", env = "CAPI_API_COIN_IDS", default_value = "2", value_delimiter = ',')]
     pub api_coin_ids: Vec<u64>,
+    /// Names of coin ids beyond the documented 2=USDT, as ID=NAME, comma separated (1=BTC): every
+    /// coin-scoped series carries both the coin's name and its id.
+    #[arg(long = "api.coin-names", env = "CAPI_API_COIN_NAMES", value_delimiter = ',')]
+    pub api_coin_names: Vec<String>,
     /// Name of the account, the `account` label of every series (without --config.file).
     #[arg(long = "api.account-name", env = "CAPI_API_ACCOUNT_NAME", default_value = "default")]
     pub api_account_name: String,
@@ -181,6 +185,8 @@ pub struct Config {
     pub telemetry_path: String,
     pub web: WebSettings,
     pub shard: Shard,
+    /// The names of coin ids: the documented ones, the accounts file's and the flag's.
+    pub coins: Coins,
 }
 
 impl Config {
@@ -207,17 +213,23 @@ impl Config {
         validate_telemetry_path(&cli.web_telemetry_path)?;
         validate_locale(&cli.api_locale)?;
         let coin_ids = validate_coin_ids(&cli.api_coin_ids, "--api.coin-ids")?;
+        let flag_coin_names =
+            cli.api_coin_names.iter().map(|entry| coin_name_entry(entry)).collect::<Result<_, _>>()?;
         let shard = Shard::new(cli.shard_index, cli.shard_count).map_err(ConfigError::Invalid)?;
-        let accounts = if cli.demo {
-            Accounts::Demo { seed: cli.demo_seed, count: cli.demo_accounts, coin_ids }
+        let (accounts, file_coin_names) = if cli.demo {
+            (Accounts::Demo { seed: cli.demo_seed, count: cli.demo_accounts, coin_ids }, Vec::new())
         } else {
             let base_url = validate_base_url(&cli.api_base_url)?;
-            let accounts = match &cli.config_file {
-                Some(path) => file::load_accounts(path, &coin_ids, env)?,
-                None => vec![single_account(cli, coin_ids, env)?],
+            let (accounts, coin_names) = match &cli.config_file {
+                Some(path) => {
+                    let file = file::load_accounts(path, &coin_ids, env)?;
+                    (file.accounts, file.coin_names)
+                }
+                None => (vec![single_account(cli, coin_ids, env)?], Vec::new()),
             };
-            Accounts::Exchange { base_url, accounts }
+            (Accounts::Exchange { base_url, accounts }, coin_names)
         };
+        let coins = merge_coin_names(file_coin_names, flag_coin_names)?;
         Ok(Self {
             accounts,
             timeout: cli.api_timeout,
@@ -238,6 +250,7 @@ impl Config {
                 ..WebSettings::default()
             },
             shard,
+            coins,
         })
     }
 }
@@ -340,6 +353,40 @@ fn validate_base_url(url: &str) -> Result<String, ConfigError> {
         )));
     }
     Ok(trimmed.to_string())
+}
+
+/// One `--api.coin-names` entry, `ID=NAME`.
+fn coin_name_entry(entry: &str) -> Result<(u64, String), ConfigError> {
+    let invalid = || ConfigError::Invalid(format!("--api.coin-names {entry:?}: write each as ID=NAME, like 1=BTC"));
+    let (id, name) = entry.split_once('=').ok_or_else(invalid)?;
+    let id = id.trim().parse().map_err(|_| invalid())?;
+    Ok((id, validate_coin_name(name.trim(), "--api.coin-names")?))
+}
+
+/// A coin's name, as bills give it: 1 to 16 letters and digits.
+pub(crate) fn validate_coin_name(name: &str, origin: &str) -> Result<String, ConfigError> {
+    if name.is_empty() || name.len() > 16 || !name.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return Err(ConfigError::Invalid(format!("{origin}: coin name {name:?} must be 1 to 16 letters and digits")));
+    }
+    Ok(name.to_owned())
+}
+
+/// The documented coins, then the accounts file's names and the flag's; the two may not give
+/// one id two names, nor one name to two ids.
+fn merge_coin_names(file: Vec<(u64, String)>, flag: Vec<(u64, String)>) -> Result<Coins, ConfigError> {
+    let mut names = std::collections::BTreeMap::new();
+    for (id, name) in file.into_iter().chain(flag) {
+        if let Some(other) = names.insert(id, name.clone()).filter(|other| *other != name) {
+            return Err(ConfigError::Invalid(format!(
+                "coin id {id} is named both {other:?} and {name:?}; give it one name"
+            )));
+        }
+    }
+    let coins = Coins::default().with(names.clone());
+    if let Some((id, name)) = names.iter().find(|(id, name)| coins.id(name) != Some(**id)) {
+        return Err(ConfigError::Invalid(format!("coin name {name:?} (id {id}) is also the name of another coin id")));
+    }
+    Ok(coins)
 }
 
 pub(crate) fn validate_coin_ids(ids: &[u64], origin: &str) -> Result<Vec<u64>, ConfigError> {

@@ -138,3 +138,30 @@ fn the_locale_is_a_language_tag() {
         assert!(error.contains("is not a language tag"), "{bad:?}: {error}");
     }
 }
+
+#[test]
+fn coin_names_come_from_the_documentation_the_accounts_file_and_the_flag() {
+    let env = env_of(&[("K", "k"), ("S", "s"), ("P", "p")]);
+    let account = "  - name: main\n    credentials: {api_key: {env: K}, secret: {env: S}, passphrase: {env: P}}\n";
+    let file = temp_file("coins.yml", &format!("accounts:\n{account}coin_names: {{1: BTC}}\n"));
+    let with = |flags: &[&str]| {
+        let args = [&["--config.file", file.to_str().unwrap()], flags].concat();
+        Config::from_cli(&cli(&args), &env).map(|config| config.coins)
+    };
+    let coins = with(&["--api.coin-names", "5=ETH,1=BTC"]).unwrap();
+    assert_eq!([coins.name(2), coins.name(1), coins.name(5)], [Some("USDT"), Some("BTC"), Some("ETH")]);
+    for (flag, problem) in [
+        ("1=XBT", "coin id 1 is named both \"BTC\" and \"XBT\""),
+        ("7=USDT", "coin name \"USDT\" (id 7) is also the name of another coin id"),
+        ("7", "write each as ID=NAME"),
+        ("x=BTC", "write each as ID=NAME"),
+        ("7=B-T", "must be 1 to 16 letters and digits"),
+    ] {
+        let error = with(&["--api.coin-names", flag]).unwrap_err().to_string();
+        assert!(error.contains(problem), "{flag}: {error}");
+    }
+    let bad_file = temp_file("bad-coins.yml", &format!("accounts:\n{account}coin_names: {{1: \"B T\"}}\n"));
+    let args = ["--config.file", bad_file.to_str().unwrap()];
+    let error = Config::from_cli(&cli(&args), &env).unwrap_err().to_string();
+    assert!(error.contains("bad-coins.yml") && error.contains("coin_names"), "{error}");
+}

@@ -11,6 +11,7 @@ use super::format::{Family, Lines, RenderedLabels};
 use crate::api::fields::{DurationMillis, Millis};
 use crate::api::model::{Account, AccountInfo, ByContract};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
+use crate::api::Coins;
 use crate::snapshot::counters::{FlowKey, Loss};
 use crate::snapshot::AccountSnapshot;
 use rust_decimal::Decimal;
@@ -61,12 +62,19 @@ pub(super) struct View<'a> {
     account: RenderedLabels,
     snapshot: &'a AccountSnapshot,
     oldest_ms: i64,
+    /// Every coin-scoped series carries the coin's name and id: records give the id, bills the name.
+    coins: &'a Coins,
 }
 
 impl<'a> View<'a> {
     /// Figures fetched before `oldest_ms` are withdrawn.
-    pub(super) fn new(name: &str, snapshot: &'a AccountSnapshot, oldest_ms: i64) -> Self {
-        Self { account: RenderedLabels::new(&[("account", name)]), snapshot, oldest_ms }
+    pub(super) fn new(name: &str, snapshot: &'a AccountSnapshot, oldest_ms: i64, coins: &'a Coins) -> Self {
+        Self { account: RenderedLabels::new(&[("account", name)]), snapshot, oldest_ms, coins }
+    }
+
+    /// The name of the coin of an id in a record's text, or nothing when it is not known.
+    fn coin_name(&self, id: &str) -> &'a str {
+        self.coins.name_of_text(id).unwrap_or_default()
     }
 
     fn coins(&self) -> impl Iterator<Item = (u64, &'a AccountInfo)> {
@@ -104,9 +112,11 @@ impl<'a> View<'a> {
             ((&self.account, labels), 1.0)
         });
         lines.family(&ACCOUNT_INFO, info);
-        let versions = self
-            .coins()
-            .filter_map(|(coin, info)| Some(((&self.account, [("coin_id", coin.to_string())]), info.version?)));
+        let versions = self.coins().filter_map(|(coin, info)| {
+            let labels =
+                [("coin", self.coins.name(coin).unwrap_or_default().to_owned()), ("coin_id", coin.to_string())];
+            Some(((&self.account, labels), info.version?))
+        });
         lines.family(&ACCOUNT_VERSION, versions);
         self.write_fee_settings(lines, account);
         self.write_contract_settings(lines, account);
@@ -158,6 +168,7 @@ impl<'a> View<'a> {
     fn write_collateral(&self, lines: &mut Lines) {
         let rows = self.coins().flat_map(|(_, info)| info.collateral.iter()).map(|c| {
             let labels = [
+                ("coin", self.coin_name(text(&c.coin_id))),
                 ("coin_id", text(&c.coin_id)),
                 ("margin_mode", text(&c.margin_mode)),
                 ("cross_contract_id", text(&c.cross_contract_id)),
@@ -172,6 +183,7 @@ impl<'a> View<'a> {
     fn write_positions(&self, lines: &mut Lines) {
         let rows = self.coins().flat_map(|(_, info)| info.positions.iter()).map(|p| {
             let labels = [
+                ("coin", self.coin_name(text(&p.coin_id))),
                 ("coin_id", text(&p.coin_id)),
                 ("contract_id", text(&p.contract_id)),
                 ("side", text(&p.side)),
@@ -195,21 +207,21 @@ impl<'a> View<'a> {
 
     fn write_bills(&self, lines: &mut Lines) {
         let counters = &self.snapshot.counters;
+        let coin_id = |coin: &str| self.coins.id(coin).map_or_else(String::new, |id| id.to_string());
+        let coin_labels = |coin: &str| [("coin", coin.to_owned()), ("coin_id", coin_id(coin))];
         let counts = counters.bills.iter().map(|((coin, kind), n)| {
-            ((&self.account, [("coin", coin.as_str()), ("business_type", kind.as_str())]), *n as f64)
+            (((&self.account, coin_labels(coin)), [("business_type", kind.as_str())]), *n as f64)
         });
         lines.family(&BILLS, counts);
         let flows = |sums: &'a std::collections::BTreeMap<FlowKey, Decimal>| {
-            sums.iter().map(|((coin, kind, direction), sum)| {
-                let labels =
-                    [("coin", coin.as_str()), ("business_type", kind.as_str()), ("direction", direction.as_str())];
-                ((&self.account, labels), *sum)
+            sums.iter().map(move |((coin, kind, direction), sum)| {
+                let labels = [("business_type", kind.as_str()), ("direction", direction.as_str())];
+                (((&self.account, coin_labels(coin)), labels), *sum)
             })
         };
         lines.family(&BILL_AMOUNT, flows(&counters.amounts));
         lines.family(&BILL_FILL_FEE, flows(&counters.fill_fees));
-        let balances =
-            counters.balances.iter().map(|(coin, b)| ((&self.account, [("coin", coin.as_str())]), b.balance));
+        let balances = counters.balances.iter().map(|(coin, b)| ((&self.account, coin_labels(coin)), b.balance));
         lines.family(&BILL_BALANCE, balances);
         let shortfalls = Loss::ALL.into_iter().map(|loss| {
             let reported = counters.shortfalls.get(&loss).copied().unwrap_or(0);
@@ -224,10 +236,17 @@ impl<'a> View<'a> {
 }
 
 /// How old each coin's figures of an account are, whether or not they are still shown.
-pub(super) fn write_data_age(account: &str, fetched_at_ms: &BTreeMap<u64, i64>, now_ms: i64, lines: &mut Lines) {
+pub(super) fn write_data_age(
+    account: &str,
+    fetched_at_ms: &BTreeMap<u64, i64>,
+    now_ms: i64,
+    coins: &Coins,
+    lines: &mut Lines,
+) {
     let ages = fetched_at_ms.iter().map(|(coin, at)| {
         let age = now_ms.saturating_sub(*at) as f64 / 1000.0;
-        ([("account", account.to_owned()), ("coin_id", coin.to_string())], age)
+        let name = coins.name(*coin).unwrap_or_default().to_owned();
+        ([("account", account.to_owned()), ("coin", name), ("coin_id", coin.to_string())], age)
     });
     lines.family(&DATA_AGE, ages);
 }
@@ -491,7 +510,7 @@ mod tests {
             ..AccountSnapshot::default()
         };
         let mut lines = Lines::default();
-        View::new("main", &snapshot, now - 60_000).write(&mut lines);
+        View::new("main", &snapshot, now - 60_000, &Coins::default()).write(&mut lines);
         let text = String::from_utf8(lines.finish().0.to_vec()).unwrap();
         assert_eq!(text.matches("capi_position_size{").count(), 1, "{text}");
     }
@@ -500,7 +519,7 @@ mod tests {
     fn every_account_lists_the_same_families_in_the_same_order() {
         let families = |snapshot: &AccountSnapshot| {
             let mut lines = Lines::default();
-            View::new("a", snapshot, 0).write(&mut lines);
+            View::new("a", snapshot, 0, &Coins::default()).write(&mut lines);
             lines.finish().1.into_iter().map(|(family, _)| family.name).collect::<Vec<_>>()
         };
         let info = AccountInfo { positions: vec![Position::default()], ..Default::default() };

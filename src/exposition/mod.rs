@@ -16,6 +16,7 @@ mod process;
 pub use format::Format;
 
 use crate::api::clock::local_now_ms;
+use crate::api::Coins;
 use crate::snapshot::handler::HandlerStats;
 use crate::snapshot::AccountSlot;
 use crate::version::{BRANCH, REVISION, RUST_VERSION, VERSION};
@@ -44,6 +45,7 @@ pub struct Exposition {
     accounts: Vec<Account>,
     max_age: Duration,
     handler: Arc<HandlerStats>,
+    coins: Coins,
 }
 
 /// An account's slot and the lines last rendered from it.
@@ -95,7 +97,12 @@ impl Exposition {
     /// Figures older than `max_age` are withdrawn; their age stays visible.
     pub fn new(slots: Vec<Arc<AccountSlot>>, max_age: Duration) -> Self {
         let accounts = slots.into_iter().map(|slot| Account { slot, rendered: Mutex::new(None) }).collect();
-        Self { accounts, max_age, handler: Arc::default() }
+        Self { accounts, max_age, handler: Arc::default(), coins: Coins::default() }
+    }
+
+    /// The names of coin ids beyond the documented ones.
+    pub fn with_coins(self, coins: Coins) -> Self {
+        Self { coins, ..self }
     }
 
     /// Where the web layer counts the scrapes it serves.
@@ -107,10 +114,11 @@ impl Exposition {
     pub fn page(&self, format: Format) -> Page {
         let now_ms = local_now_ms();
         let oldest_ms = now_ms.saturating_sub(i64::try_from(self.max_age.as_millis()).unwrap_or(i64::MAX));
-        let accounts: Vec<Arc<Rendered>> = self.accounts.iter().map(|account| account.current(oldest_ms)).collect();
+        let accounts: Vec<Arc<Rendered>> =
+            self.accounts.iter().map(|account| account.current(oldest_ms, &self.coins)).collect();
         let mut ages = Lines::default();
         for (account, rendered) in self.accounts.iter().zip(&accounts) {
-            account::write_data_age(account.slot.name(), &rendered.fetched_at_ms, now_ms, &mut ages);
+            account::write_data_age(account.slot.name(), &rendered.fetched_at_ms, now_ms, &self.coins, &mut ages);
         }
         Page::new(
             format,
@@ -124,7 +132,7 @@ impl Exposition {
 impl Account {
     /// The lines of the account's latest snapshot, rendered now if it published since, or if
     /// some of its figures have become too old to show.
-    fn current(&self, oldest_ms: i64) -> Arc<Rendered> {
+    fn current(&self, oldest_ms: i64, coins: &Coins) -> Arc<Rendered> {
         let mut rendered = self.rendered.lock().unwrap_or_else(PoisonError::into_inner);
         // The count first: a snapshot published in between is rendered again next time.
         let publication = self.slot.publications();
@@ -136,7 +144,7 @@ impl Account {
         let snapshot = self.slot.latest().unwrap_or_default();
         // About the size of the last rendering, so that its memory serves the next account's.
         let mut lines = Lines::with_capacity(rendered.as_ref().map_or(0, |r| r.lines.text.len() + 1024));
-        View::new(self.slot.name(), &snapshot, oldest_ms).write(&mut lines);
+        View::new(self.slot.name(), &snapshot, oldest_ms, coins).write(&mut lines);
         let lines = Arc::new(LineSet::new(lines));
         let oldest_shown_ms = snapshot
             .fresh_coins(oldest_ms)
@@ -315,8 +323,8 @@ mod tests {
         let exposition = Exposition::new(vec![slot.clone()], Duration::from_secs(60));
         slot.publish(AccountSnapshot { up: false, ..AccountSnapshot::default() });
         assert!(page(&exposition, Format::Text).contains("capi_up{account=\"main\"} 0\n"));
-        let first = exposition.accounts[0].current(0);
-        assert!(Arc::ptr_eq(&first, &exposition.accounts[0].current(0)), "kept");
+        let first = exposition.accounts[0].current(0, &exposition.coins);
+        assert!(Arc::ptr_eq(&first, &exposition.accounts[0].current(0, &exposition.coins)), "kept");
         let stats = Arc::new(AccountStats::new(Duration::from_secs(15)));
         slot.publish(AccountSnapshot { up: true, stats, ..AccountSnapshot::default() });
         let text = page(&exposition, Format::Text);
@@ -340,7 +348,7 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let text = page(&exposition, Format::Text);
         assert!(!text.contains("capi_account_version{"), "{text}");
-        let age = text.lines().find_map(|l| l.strip_prefix("capi_data_age_seconds{account=\"main\",coin_id=\"2\"} "));
+        let age = text.lines().find_map(|l| l.strip_prefix("capi_data_age_seconds{account=\"main\",coin=\"USDT\",coin_id=\"2\"} "));
         assert!(age.and_then(|age| age.parse::<f64>().ok()).is_some_and(|age| age >= 60.0), "{text}");
     }
 

@@ -12,7 +12,7 @@ pub mod state;
 pub mod supervisor;
 
 use crate::api::clock::local_now_ms;
-use crate::api::{Answer, ApiError, Client, Endpoint};
+use crate::api::{Answer, ApiError, Client, Coins, Endpoint};
 use crate::snapshot::counters::BillCounters;
 use crate::snapshot::counters::Loss;
 use crate::snapshot::stats::AccountStats;
@@ -42,6 +42,8 @@ pub struct PollSettings {
     pub backfill: Duration,
     /// Bill queries one poll may make at most; a longer scan resumes at the next poll.
     pub bill_queries_per_poll: usize,
+    /// The names of coin ids: a crowded millisecond is split over the configured coins' names.
+    pub coins: Coins,
 }
 
 /// What is polled: one account's client, its coins, and its share of the weight budget.

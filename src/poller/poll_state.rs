@@ -6,7 +6,7 @@ use super::cursor::{BillCursor, CursorState, Shortfall};
 use super::{Checkpoint, PollSettings};
 use crate::api::client::MAX_PAGE;
 use crate::api::fields::DecodeProblem;
-use crate::api::model::{coin_name, AccountInfo, BillPage};
+use crate::api::model::{AccountInfo, BillPage};
 use crate::api::BillQuery;
 use crate::snapshot::counters::BillCounters;
 use crate::snapshot::stats::AccountStats;
@@ -55,7 +55,7 @@ pub struct PollState {
 impl PollState {
     /// Continues from `checkpoint`, showing the figures of `published` until new ones arrive.
     pub fn new(checkpoint: Checkpoint, published: &AccountSnapshot, settings: &PollSettings, coin_ids: &[u64]) -> Self {
-        let configured_coins = coin_ids.iter().filter_map(|id| coin_name(*id)).map(str::to_owned).collect();
+        let configured_coins = coin_ids.iter().filter_map(|id| settings.coins.name(*id)).map(str::to_owned).collect();
         let mut state = Self {
             overlap_ms: millis(settings.overlap),
             backfill_ms: millis(settings.backfill),

@@ -12,7 +12,7 @@
 use crate::common;
 
 use capi_exporter::api::client::{read_account_answer, read_bill_answer};
-use capi_exporter::api::Endpoint;
+use capi_exporter::api::{Coins, Endpoint};
 use capi_exporter::exposition::{Exposition, Format};
 use capi_exporter::poller::poll_state::PollState;
 use capi_exporter::poller::{Checkpoint, PollSettings};
@@ -106,6 +106,7 @@ fn fixed_account(name: &str, default_fee: bool) -> Arc<AccountSlot> {
         overlap: Duration::from_secs(60),
         backfill: Duration::from_secs(3_600),
         bill_queries_per_poll: 8,
+        coins: Coins::default(),
     };
     let slot = AccountSlot::new(name.to_owned());
     let mut state = PollState::new(Checkpoint::default(), &Default::default(), &settings, &[2]);

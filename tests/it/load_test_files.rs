@@ -14,7 +14,7 @@ fn the_exporter_reads_the_accounts_file_capi_sim_writes() {
     write_account_files(&dir, &accounts).unwrap();
 
     let path = dir.join("accounts.yml");
-    let parsed = parse_accounts(&path, &std::fs::read_to_string(&path).unwrap(), &[2], &|_| None).unwrap();
+    let parsed = parse_accounts(&path, &std::fs::read_to_string(&path).unwrap(), &[2], &|_| None).unwrap().accounts;
     let names: Vec<_> = parsed.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["acct-0001", "acct-0002", "acct-0003"]);
     assert_eq!(parsed[2].coin_ids, [1, 2]);
