@@ -10,7 +10,8 @@ is this script. Then checks, against live data:
 2. every PromQL expression of every dashboard panel and template variable parses and returns data;
 3. a liquidation started on the simulated exchange reaches the webhook as CapiAccountLiquidating,
    and how long that took from the moment the liquidation started; then its resolution;
-4. no other alert fired on the demo's normal activity during the run.
+4. no other alert fired on the demo's normal activity during the run;
+5. account figures and bill counters join on the coin's name and on its id.
 
 Only loopback is used. Every wait has a deadline. Exit code 0 when everything passed.
 Usage: scripts/e2e.py [--binary target/debug/capi_exporter]
@@ -255,6 +256,16 @@ def check_liquidation_alert(prom, sim_url, report):
     return latency
 
 
+def check_coin_join(prom, report):
+    """Account figures and bill counters join on the coin without label_replace: both carry the
+    coin's name and id."""
+    for on in ("coin", "coin_id"):
+        joined = f"sum by (account, {on}) (capi_collateral_amount) * on (account, {on}) group_left () max by (account, {on}) (capi_bill_balance)"
+        rows = wait_for(f"collateral and bill balance to join on {on}", lambda q=joined: prom.query(q), DATA_DEADLINE)
+        assert all(row["metric"].get(on) for row in rows), rows
+    report.append("collateral and bill balances join on coin and on coin_id")
+
+
 def check_quiet(prom, report):
     """No alert but the liquidation started on purpose fired during the run: the demo's normal
     activity is a day on which no shipped alert fires."""
@@ -289,6 +300,7 @@ def main():
         wait_for("the exporter's target to be up", lambda: prom.query('up{job="capi"} == 1'), 60)
         check_rules(prom, report)
         check_dashboards(prom, report)
+        check_coin_join(prom, report)
         latency = check_liquidation_alert(prom, sim_url, report)
         check_quiet(prom, report)
     except (AssertionError, QueryError) as error:

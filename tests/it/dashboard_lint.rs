@@ -17,7 +17,7 @@ use serde_json::{json, Value};
 /// The datasource reference every panel and target must use.
 const DS_UID: &str = "${datasource}";
 /// The variables every dashboard must have (besides `datasource`).
-const REQUIRED_VARIABLES: &[&str] = &["job", "instance", "account", "coin_id"];
+const REQUIRED_VARIABLES: &[&str] = &["job", "instance", "account", "coin"];
 /// The matchers every selector of a `capi_` metric must carry: (label, variable).
 const REQUIRED_FILTERS: &[(&str, &str)] = &[("job", "job"), ("instance", "instance"), ("account", "account")];
 /// The functions a counter series may be given to.
@@ -736,7 +736,7 @@ fn every_dashboard_passes_every_rule() {
 // ---------------------------------------------------------------------------------------------
 // The rules against bad snippets
 
-const GOOD_EXPR: &str = r#"sum by (account, coin_id) (rate(capi_bills_total{job=~"$job", instance=~"$instance", account=~"$account", coin_id=~"$coin_id"}[$__rate_interval]))"#;
+const GOOD_EXPR: &str = r#"sum by (account, coin) (rate(capi_bills_total{job=~"$job", instance=~"$instance", account=~"$account", coin=~"$coin"}[$__rate_interval]))"#;
 
 fn query_variable(name: &str, query: &str) -> Value {
     json!({
@@ -768,7 +768,7 @@ fn good() -> Value {
             query_variable("job", "label_values(capi_exporter_build_info, job)"),
             query_variable("instance", r#"label_values(capi_exporter_build_info{job=~"$job"}, instance)"#),
             query_variable("account", r#"label_values(capi_up{job=~"$job", instance=~"$instance"}, account)"#),
-            query_variable("coin_id", r#"label_values(capi_collateral_amount{account=~"$account"}, coin_id)"#),
+            query_variable("coin", r#"label_values(capi_data_age_seconds{account=~"$account"}, coin)"#),
         ]},
         "panels": [
             {"type": "row", "id": 100, "title": "Row", "gridPos": {"x": 0, "y": 0, "w": 24, "h": 1}, "panels": []},
@@ -827,16 +827,15 @@ fn template_datasource_wants_a_prometheus_variable_an_input_and_a_recent_schema(
 
 #[test]
 fn template_variables_wants_the_variables_their_datasource_and_their_use() {
-    assert_reports(template_variables, &with("/templating/list/4/name", json!("coin")), "no variable named coin_id");
+    assert_reports(template_variables, &with("/templating/list/4/name", json!("coin_id")), "no variable named coin");
     let other_source = json!({"type": "prometheus", "uid": "P1809F7CD0C75ACF3"});
     assert_reports(template_variables, &with("/templating/list/1/datasource", other_source), "variable job does not");
     let mut unused = good();
     unused["templating"]["list"]
         .as_array_mut()
         .unwrap()
-        .push(query_variable("coin", "label_values(capi_bills_total, coin)"));
-    // `$coin_id` in the expression does not count as a use of `coin`.
-    assert_reports(template_variables, &unused, "variable coin is used by no panel target");
+        .push(query_variable("coin_id", "label_values(capi_bills_total, coin_id)"));
+    assert_reports(template_variables, &unused, "variable coin_id is used by no panel target");
     let exact = query_variable("account", r#"label_values(capi_up{job="$job"}, account)"#);
     assert_reports(template_variables, &with("/templating/list/3", exact), "job=\"$job\"");
 }
