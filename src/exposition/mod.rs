@@ -348,7 +348,9 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         let text = page(&exposition, Format::Text);
         assert!(!text.contains("capi_account_version{"), "{text}");
-        let age = text.lines().find_map(|l| l.strip_prefix("capi_data_age_seconds{account=\"main\",coin=\"USDT\",coin_id=\"2\"} "));
+        let age = text
+            .lines()
+            .find_map(|l| l.strip_prefix("capi_data_age_seconds{account=\"main\",coin=\"USDT\",coin_id=\"2\"} "));
         assert!(age.and_then(|age| age.parse::<f64>().ok()).is_some_and(|age| age >= 60.0), "{text}");
     }
 
