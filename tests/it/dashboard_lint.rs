@@ -39,6 +39,8 @@ const RULES: &[(&str, Rule)] = &[
     ("target-counter-agg", target_counter_agg),
     ("panel-ids", panel_ids),
     ("panel-grid", panel_grid),
+    ("stat-no-data", stat_no_data),
+    ("alert-list", alert_list),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -57,6 +59,11 @@ fn all_panels(dashboard: &Value) -> Vec<&Value> {
 /// Every panel that is not a row.
 fn panels(dashboard: &Value) -> Vec<&Value> {
     all_panels(dashboard).into_iter().filter(|panel| !is_row(panel)).collect()
+}
+
+/// Every panel that shows the data of queries (an alert list shows none).
+fn query_panels(dashboard: &Value) -> Vec<&Value> {
+    panels(dashboard).into_iter().filter(|panel| panel["type"] != "alertlist").collect()
 }
 
 fn is_row(panel: &Value) -> bool {
@@ -225,7 +232,7 @@ fn template_variables(dashboard: &Value) -> Vec<String> {
 /// Every panel and target (rows excluded) uses the `${datasource}` variable.
 fn panel_datasource(dashboard: &Value) -> Vec<String> {
     let mut problems = Vec::new();
-    for panel in panels(dashboard) {
+    for panel in query_panels(dashboard) {
         if !panel.get("datasource").is_some_and(uses_datasource_variable) {
             problems.push(format!("{} does not use the {DS_UID} datasource", panel_name(panel)));
         }
@@ -254,7 +261,7 @@ fn panel_description(dashboard: &Value) -> Vec<String> {
 /// Every panel (rows excluded) has a unit.
 fn panel_units(dashboard: &Value) -> Vec<String> {
     let mut problems = Vec::new();
-    for panel in panels(dashboard) {
+    for panel in query_panels(dashboard) {
         let unit = panel.pointer("/fieldConfig/defaults/unit").and_then(Value::as_str).unwrap_or("");
         if unit.trim().is_empty() {
             problems.push(format!("{} has no unit in fieldConfig.defaults.unit", panel_name(panel)));
@@ -378,6 +385,45 @@ fn panel_ids(dashboard: &Value) -> Vec<String> {
 }
 
 /// Every panel lies within the 24 columns, and no two panels of the top level overlap.
+/// A stat panel with no figure says so in red: "NO DATA" as its `noValue`, the base threshold
+/// red, and a mapping of null and NaN to red; an empty green tile would read as "all is well".
+fn stat_no_data(dashboard: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for panel in panels(dashboard).into_iter().filter(|panel| panel["type"] == "stat") {
+        let defaults = panel.pointer("/fieldConfig/defaults").unwrap_or(&Value::Null);
+        if text(defaults, "noValue").trim().is_empty() {
+            problems.push(format!("{} has no fieldConfig.defaults.noValue", panel_name(panel)));
+        }
+        if defaults.pointer("/thresholds/steps/0/color").and_then(Value::as_str) != Some("red") {
+            problems.push(format!(
+                "{}: its base threshold color is not red, so no data does not show red",
+                panel_name(panel)
+            ));
+        }
+        let null_is_red = array(defaults, "mappings").iter().any(|mapping| {
+            mapping["type"] == "special"
+                && text(&mapping["options"], "match").starts_with("null")
+                && mapping.pointer("/options/result/color").and_then(Value::as_str) == Some("red")
+        });
+        if !null_is_red {
+            problems.push(format!("{} maps no null value to red", panel_name(panel)));
+        }
+    }
+    problems
+}
+
+/// The dashboard lists the alerts that fire: an operator looking at it sees them first.
+fn alert_list(dashboard: &Value) -> Vec<String> {
+    let listed = panels(dashboard)
+        .iter()
+        .any(|panel| panel["type"] == "alertlist" && text(&panel["options"], "alertName") == "Capi");
+    if listed {
+        Vec::new()
+    } else {
+        vec!["no alertlist panel showing the Capi alerts (options.alertName \"Capi\")".to_owned()]
+    }
+}
+
 fn panel_grid(dashboard: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     let grid = |panel: &Value| -> Option<[i64; 4]> {
@@ -759,6 +805,8 @@ fn good() -> Value {
             {"type": "grafana", "id": "grafana"},
             {"type": "datasource", "id": "prometheus"},
             {"type": "panel", "id": "timeseries"},
+            {"type": "panel", "id": "stat"},
+            {"type": "panel", "id": "alertlist"},
         ],
         "uid": "test",
         "title": "test",
@@ -781,6 +829,29 @@ fn good() -> Value {
                 "gridPos": {"x": 0, "y": 1, "w": 12, "h": 8},
                 "fieldConfig": {"defaults": {"unit": "cps"}, "overrides": []},
                 "targets": [target(GOOD_EXPR)],
+            },
+            {
+                "type": "stat",
+                "id": 2,
+                "title": "Polling",
+                "description": "Whether polling works.",
+                "datasource": {"type": "prometheus", "uid": "${datasource}"},
+                "gridPos": {"x": 12, "y": 1, "w": 12, "h": 8},
+                "fieldConfig": {"defaults": {
+                    "unit": "none",
+                    "noValue": "NO DATA",
+                    "thresholds": {"mode": "absolute", "steps": [{"color": "red", "value": null}, {"color": "green", "value": 1}]},
+                    "mappings": [{"type": "special", "options": {"match": "null+nan", "result": {"text": "NO DATA", "color": "red"}}}],
+                }, "overrides": []},
+                "targets": [target(r#"min by (account) (capi_up{job=~"$job", instance=~"$instance", account=~"$account", coin=~"$coin"})"#)],
+            },
+            {
+                "type": "alertlist",
+                "id": 3,
+                "title": "Alerts",
+                "description": "The Capi alerts firing or pending.",
+                "gridPos": {"x": 0, "y": 9, "w": 24, "h": 8},
+                "options": {"alertName": "Capi"},
             },
         ],
     })
@@ -907,6 +978,32 @@ fn target_counter_agg_wants_counters_inside_rate() {
 fn panel_ids_wants_unique_ids() {
     assert_reports(panel_ids, &with("/panels/1/id", json!(100)), "has the id of panel 100");
     assert_reports(panel_ids, &with("/panels/1/id", Value::Null), "has no integer id");
+}
+
+#[test]
+fn stat_no_data_wants_no_data_in_red() {
+    assert_reports(
+        stat_no_data,
+        &with("/panels/2/fieldConfig/defaults/noValue", json!("")),
+        "has no fieldConfig.defaults.noValue",
+    );
+    let green = json!([{"color": "green", "value": null}]);
+    assert_reports(
+        stat_no_data,
+        &with("/panels/2/fieldConfig/defaults/thresholds/steps", green),
+        "base threshold color is not red",
+    );
+    assert_reports(
+        stat_no_data,
+        &with("/panels/2/fieldConfig/defaults/mappings", json!([])),
+        "maps no null value to red",
+    );
+}
+
+#[test]
+fn alert_list_wants_the_capi_alerts() {
+    assert_reports(alert_list, &with("/panels/3/type", json!("text")), "no alertlist panel");
+    assert_reports(alert_list, &with("/panels/3/options/alertName", json!("")), "no alertlist panel");
 }
 
 #[test]
