@@ -10,7 +10,6 @@ use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use std::fmt::Write as _;
-use std::time::Duration;
 
 /// Where an account's log of recent polls is served, with `?account=<name>`.
 pub const POLL_LOG_PATH: &str = "/debug/polls";
@@ -42,14 +41,16 @@ fn write_row(page: &mut String, slot: &AccountSlot, now: f64) {
     let name = html_escape(slot.name());
     let latest = slot.latest().unwrap_or_default();
     let stats: &AccountStats = &latest.stats;
-    let (class, polling) = match (latest.up, stats.last_good_poll.or(stats.last_error.as_ref().map(|e| e.at))) {
+    let polled = stats.last_good_poll.is_some() || stats.last_error.is_some();
+    let (class, polling) = match (latest.up, polled) {
         (true, _) => ("up", "up"),
-        (false, None) => ("waiting", "not polled yet"),
-        (false, Some(_)) => ("down", "down"),
+        (false, false) => ("waiting", "not polled yet"),
+        (false, true) => ("down", "down"),
     };
     let last_good = stats.last_good_poll.map_or_else(|| "never".to_owned(), |at| ago(now, at));
     let bills: u64 = latest.counters.bills.values().fold(0, |sum, count| sum.saturating_add(*count));
-    let backoff = if stats.poll_backoff.is_zero() { "none".to_owned() } else { seconds(stats.poll_backoff) };
+    let backoff = stats.poll_backoff;
+    let backoff = if backoff.is_zero() { "none".to_owned() } else { format!("{} s", backoff.as_secs()) };
     let last_error = stats.last_error.as_ref().map_or_else(
         || "none".to_owned(),
         |e| format!("{} on {}, {}: {}", e.outcome.as_str(), e.endpoint.as_str(), ago(now, e.at), html_escape(&e.text)),
@@ -65,18 +66,16 @@ fn write_row(page: &mut String, slot: &AccountSlot, now: f64) {
 /// The age of the oldest figures shown.
 fn data_age(snapshot: &AccountSnapshot, now: f64) -> String {
     let oldest_ms = snapshot.fetched_at_ms.values().min();
-    oldest_ms.map_or_else(
-        || "no figures yet".to_owned(),
-        |ms| seconds(Duration::from_secs_f64((now - *ms as f64 / 1e3).max(0.0))),
-    )
+    oldest_ms.map_or_else(|| "no figures yet".to_owned(), |ms| seconds_since(now, *ms as f64 / 1e3))
 }
 
 fn ago(now: f64, at: f64) -> String {
-    format!("{} ago", seconds(Duration::from_secs_f64((now - at).max(0.0))))
+    format!("{} ago", seconds_since(now, at))
 }
 
-fn seconds(duration: Duration) -> String {
-    format!("{} s", duration.as_secs())
+/// Whole seconds from `at` to `now` (Unix times), never negative.
+fn seconds_since(now: f64, at: f64) -> String {
+    format!("{} s", (now - at).max(0.0) as u64)
 }
 
 #[derive(serde::Deserialize)]
