@@ -112,11 +112,9 @@ impl<'a> View<'a> {
             ((&self.account, labels), 1.0)
         });
         lines.family(&ACCOUNT_INFO, info);
-        let versions = self.coins().filter_map(|(coin, info)| {
-            let labels =
-                [("coin", self.coins.name(coin).unwrap_or_default().to_owned()), ("coin_id", coin.to_string())];
-            Some(((&self.account, labels), info.version?))
-        });
+        let versions = self
+            .coins()
+            .filter_map(|(coin, info)| Some(((&self.account, coin_labels(self.coins, coin)), info.version?)));
         lines.family(&ACCOUNT_VERSION, versions);
         self.write_fee_settings(lines, account);
         self.write_contract_settings(lines, account);
@@ -245,10 +243,14 @@ pub(super) fn write_data_age(
 ) {
     let ages = fetched_at_ms.iter().map(|(coin, at)| {
         let age = now_ms.saturating_sub(*at) as f64 / 1000.0;
-        let name = coins.name(*coin).unwrap_or_default().to_owned();
-        ([("account", account.to_owned()), ("coin", name), ("coin_id", coin.to_string())], age)
+        (([("account", account)], coin_labels(coins, *coin)), age)
     });
     lines.family(&DATA_AGE, ages);
+}
+
+/// `coin` and `coin_id` of a coin id; the name is empty when it is not known.
+fn coin_labels(coins: &Coins, id: u64) -> [(&'static str, String); 2] {
+    [("coin", coins.name(id).unwrap_or_default().to_owned()), ("coin_id", id.to_string())]
 }
 
 /// How a field's value is shown: exact, with milliseconds as seconds (three decimals).
