@@ -24,6 +24,8 @@ const REQUIRED_FILTERS: &[(&str, &str)] = &[("job", "job"), ("instance", "instan
 const COUNTER_FUNCTIONS: &[&str] = &["rate", "irate", "increase"];
 const GRID_COLUMNS: i64 = 24;
 const MIN_SCHEMA_VERSION: i64 = 39;
+/// How the URL of the dashboard's link to the alerts' runbook ends (its base is the deployer's).
+const RUNBOOK_PATH: &str = "docs/runbook.md";
 
 type Rule = fn(&Value) -> Vec<String>;
 
@@ -41,6 +43,7 @@ const RULES: &[(&str, Rule)] = &[
     ("panel-grid", panel_grid),
     ("stat-no-data", stat_no_data),
     ("alert-list", alert_list),
+    ("runbook-link", runbook_link),
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -421,6 +424,19 @@ fn alert_list(dashboard: &Value) -> Vec<String> {
         Vec::new()
     } else {
         vec!["no alertlist panel showing the Capi alerts (options.alertName \"Capi\")".to_owned()]
+    }
+}
+
+/// The dashboard links to the runbook (`docs/runbook.md`): the operator who opens it from an alert
+/// finds what each alert means and what to check one click away.
+fn runbook_link(dashboard: &Value) -> Vec<String> {
+    let linked = array(dashboard, "links")
+        .iter()
+        .any(|link| link["type"] == "link" && text(link, "url").ends_with(RUNBOOK_PATH));
+    if linked {
+        Vec::new()
+    } else {
+        vec![format!("no dashboard link (links[], type \"link\") whose url ends in {RUNBOOK_PATH}")]
     }
 }
 
@@ -811,6 +827,7 @@ fn good() -> Value {
         "uid": "test",
         "title": "test",
         "schemaVersion": 39,
+        "links": [{"type": "link", "title": "Runbook", "url": "https://example.com/docs/runbook.md", "targetBlank": true}],
         "templating": {"list": [
             {"name": "datasource", "type": "datasource", "query": "prometheus"},
             query_variable("job", "label_values(capi_exporter_build_info, job)"),
@@ -1004,6 +1021,13 @@ fn stat_no_data_wants_no_data_in_red() {
 fn alert_list_wants_the_capi_alerts() {
     assert_reports(alert_list, &with("/panels/3/type", json!("text")), "no alertlist panel");
     assert_reports(alert_list, &with("/panels/3/options/alertName", json!("")), "no alertlist panel");
+}
+
+#[test]
+fn runbook_link_wants_a_link_to_the_runbook() {
+    assert_reports(runbook_link, &with("/links", json!([])), "no dashboard link");
+    assert_reports(runbook_link, &with("/links/0/url", json!("https://example.com/docs/")), "no dashboard link");
+    assert_reports(runbook_link, &with("/links/0/type", json!("dashboards")), "no dashboard link");
 }
 
 #[test]
