@@ -23,7 +23,7 @@ fn main() {
         .build()
         .context("cannot start the async runtime")
         .and_then(|runtime| {
-            let result = runtime.block_on(run(&cli));
+            let result = runtime.block_on(run(cli));
             // A bcrypt check or state write still running on a blocking thread must not hold up
             // the exit: the check is of no use any more, and a write is atomic.
             runtime.shutdown_timeout(std::time::Duration::from_secs(2));
@@ -47,12 +47,14 @@ fn exit_on_usage_error(error: clap::Error) -> ! {
     std::process::exit(2);
 }
 
-async fn run(cli: &Cli) -> anyhow::Result<()> {
-    let config = Config::from_cli(cli, &|name| std::env::var(name).ok()).context("invalid configuration")?;
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    let env = |name: &str| std::env::var(name).ok();
+    let config = Config::from_cli(&cli, &env).context("invalid configuration")?;
     if cli.config_check {
         println!("capi_exporter: {}", config.check().context("invalid configuration")?);
         return Ok(());
     }
-    capi_exporter::app::run(config, capi_exporter::app::shutdown_signal()).await?;
+    let reread = Box::new(move || Config::from_cli(&cli, &env));
+    capi_exporter::app::run(config, reread, capi_exporter::app::shutdown_signal()).await?;
     Ok(())
 }

@@ -1,22 +1,26 @@
-//! Wires everything together: accounts (or the demo exchange), pollers, exposition and server.
+//! Wires everything together: accounts (or the demo exchange), pollers, exposition and server;
+//! and reloads the configuration files on SIGHUP or `/-/reload`.
 
+mod fleet;
+
+use crate::api::client::HttpPool;
 use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use crate::config::shard::Shard;
-use crate::config::{AccountConfig, Accounts, Config};
+use crate::config::{AccountConfig, Accounts, Config, ConfigError};
 use crate::exposition::Exposition;
 use crate::poller::budget::{self, AccountBudget, WeightWindow};
 use crate::poller::state::{Opened, StateError, StateStore};
-use crate::poller::supervisor::Supervisor;
-use crate::poller::{start_delay, PollSettings, PolledAccount, PollerSetup};
+use crate::poller::{PollSettings, PolledAccount, PollerSetup};
 use crate::snapshot::AccountSlot;
-use crate::web::{self, app, AppState};
+use crate::web::{self, app, AppState, ReloadRequest, WebStack};
+use axum::Router;
 use capi_sim::{SimExchange, SimOptions};
+use fleet::{Fleet, Wanted};
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::watch;
-use tokio::task::JoinSet;
+use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
 #[derive(Debug, thiserror::Error)]
@@ -27,101 +31,215 @@ pub enum RunError {
     Demo(std::io::Error),
     #[error("cannot set up the HTTP client")]
     Client(#[from] ApiError),
-    #[error("the HTTP server stopped: {0}")]
-    Serve(std::io::Error),
+    #[error("cannot start the pollers' thread: {0}")]
+    Pollers(std::io::Error),
+    #[error(transparent)]
+    Config(#[from] ConfigError),
     #[error(transparent)]
     Web(#[from] crate::web::WebError),
     #[error(transparent)]
     State(#[from] StateError),
 }
 
+/// Reads the configuration again (flags, `--config.file`, `--web.config.file`), for a reload.
+pub type Reread = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
+
 /// Runs the exporter until `shutdown` completes, then stops the pollers and returns.
-pub async fn run(config: Config, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), RunError> {
-    // First: a stray signal during a long start (a large state file) must not end it either.
+pub async fn run(
+    config: Config,
+    reread: Reread,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), RunError> {
+    // First: a stray signal during a long start (a large state file) must not end it either, and
+    // a SIGHUP then reloads once the start is done.
     ignore_stray_signals();
-    let (base_url, mut accounts, demo) = resolve_accounts(&config).await?;
-    let configured = accounts.len();
-    accounts.retain(|account| config.shard.owns(&account.name));
-    if config.shard != Shard::ALL {
-        info!(
-            shard = config.shard.index,
-            shards = config.shard.count,
-            accounts = accounts.len(),
-            configured,
-            "polling this shard's accounts"
-        );
-    }
-    let http = Client::http_pool(config.timeout);
-    let store = config.state_file.as_deref().map(open_state).transpose()?.map(Arc::new);
-    let settings = poll_settings(&config, &accounts);
-    warn_unnamed_coins(&accounts, &config.coins);
+    let hangups = Hangups::listen();
+    let (base_url, demo_accounts, demo) = resolve_accounts(&config).await?;
+    let wiring = Wiring {
+        http: Client::http_pool(config.timeout),
+        client: ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() },
+        ip_budget: Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget))),
+        uid_weight_budget: config.uid_weight_budget,
+        store: config.state_file.as_deref().map(open_state).transpose()?.map(Arc::new),
+        demo_accounts,
+    };
+    let (wanted, settings) = wiring.plan(&config);
     info!(
         version = crate::version::VERSION,
         revision = crate::version::REVISION,
-        accounts = accounts.len(),
-        names = %listed(accounts.iter().map(|a| a.name.as_str())),
+        accounts = wanted.len(),
+        names = %listed(wanted.iter().map(|w| w.account.name.as_str())),
         poll_interval = ?settings.interval,
         ip_weight_budget = config.ip_weight_budget,
         uid_weight_budget = config.uid_weight_budget,
         "starting capi_exporter"
     );
-    let max_age = config.data_max_age.unwrap_or_else(|| (settings.interval * 5).max(Duration::from_secs(60)));
-    let slots: Vec<Arc<AccountSlot>> = accounts.iter().map(|a| AccountSlot::new(a.name.clone())).collect();
-    let exposition = Arc::new(Exposition::new(slots.clone(), max_age).with_coins(config.coins.clone()));
-    // Pollers are set up (and restored counters published) before anyone can scrape.
-    let ip_budget = Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget)));
-    let client_settings = ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() };
-    let pollers = accounts
-        .into_iter()
-        .zip(&slots)
-        .map(|(account, slot)| {
-            let polled = PolledAccount {
-                client: Client::new(http.clone(), client_settings.clone(), account.credentials)?,
-                coin_ids: account.coin_ids,
-                budget: AccountBudget::new(ip_budget.clone(), config.uid_weight_budget),
-            };
-            Ok(Supervisor::new(PollerSetup {
-                account: polled,
-                settings: settings.clone(),
-                slot: slot.clone(),
-                store: store.clone(),
-            }))
-        })
-        .collect::<Result<Vec<Supervisor>, ApiError>>()?;
     let listeners = bind(&config.listen_addresses).await?;
+    // Pollers are set up (and restored counters published) before anyone can scrape.
+    let mut fleet = Fleet::new().map_err(RunError::Pollers)?;
+    fleet.apply(wanted, &|wanted, slot| wiring.setup(wanted, slot)).await?;
+    let exposition = Exposition::new(fleet.slots(), max_age(&config, &settings)).with_coins(config.coins.clone());
+    let (expositions, exposition) = watch::channel(Arc::new(exposition));
+    let (reload_requests, requests) = mpsc::channel(1);
+    let routes = app(AppState {
+        exposition,
+        telemetry_path: config.telemetry_path.clone(),
+        max_requests: config.web.max_requests,
+        reload: config.lifecycle.then_some(reload_requests),
+    });
+    let (stacks, stack) = watch::channel(WebStack::new(routes.clone(), config.web.clone())?);
+    log_serving(&config, &listeners, fleet.slots().len());
+    let reloader = Reloader { reread, config, wiring, fleet, expositions, stacks, routes };
+    let (stop_reloads, reloads_stopped) = oneshot::channel();
+    let reloading = tokio::spawn(reloader.serve(requests, hangups, reloads_stopped));
+    web::serve(listeners, stack, shutdown).await;
+    let _ = stop_reloads.send(());
+    if let Ok(fleet) = reloading.await {
+        fleet.stop().await;
+    }
+    if let Some(exchange) = demo {
+        exchange.abort();
+    }
+    info!("stopped");
+    Ok(())
+}
+
+/// What every account's poller is made with: fixed at start, since only flags set it.
+struct Wiring {
+    http: HttpPool,
+    client: ClientSettings,
+    ip_budget: Arc<Mutex<WeightWindow>>,
+    uid_weight_budget: u32,
+    store: Option<Arc<StateStore>>,
+    /// The demo's accounts, which a reload keeps.
+    demo_accounts: Vec<AccountConfig>,
+}
+
+impl Wiring {
+    /// The accounts this replica polls under `config`, and how.
+    fn plan(&self, config: &Config) -> (Vec<Wanted>, PollSettings) {
+        let mut accounts = match &config.accounts {
+            Accounts::Exchange { accounts, .. } => accounts.clone(),
+            Accounts::Demo { .. } => self.demo_accounts.clone(),
+        };
+        let configured = accounts.len();
+        accounts.retain(|account| config.shard.owns(&account.name));
+        if config.shard != Shard::ALL {
+            info!(
+                shard = config.shard.index,
+                shards = config.shard.count,
+                accounts = accounts.len(),
+                configured,
+                "polling this shard's accounts"
+            );
+        }
+        let settings = poll_settings(config, &accounts);
+        warn_unnamed_coins(&accounts, &config.coins);
+        for warning in config.web.config.iter().flat_map(|web| web.warnings()) {
+            warn!(problem = %warning, "the web config asks for something that is not honoured as written");
+        }
+        let wanted = accounts.into_iter().map(|account| Wanted { account, settings: settings.clone() }).collect();
+        (wanted, settings)
+    }
+
+    fn setup(&self, wanted: &Wanted, slot: Arc<AccountSlot>) -> Result<PollerSetup, ApiError> {
+        let account = &wanted.account;
+        Ok(PollerSetup {
+            account: PolledAccount {
+                client: Client::new(self.http.clone(), self.client.clone(), account.credentials.clone())?,
+                coin_ids: account.coin_ids.clone(),
+                budget: AccountBudget::new(self.ip_budget.clone(), self.uid_weight_budget),
+            },
+            settings: wanted.settings.clone(),
+            slot,
+            store: self.store.clone(),
+        })
+    }
+}
+
+/// Figures older than this are withdrawn: `--data.max-age`, or five poll intervals (at least a
+/// minute).
+fn max_age(config: &Config, settings: &PollSettings) -> Duration {
+    config.data_max_age.unwrap_or_else(|| (settings.interval * 5).max(Duration::from_secs(60)))
+}
+
+fn log_serving(config: &Config, listeners: &[tokio::net::TcpListener], accounts: usize) {
     let addresses: Vec<String> =
         listeners.iter().filter_map(|listener| listener.local_addr().ok()).map(|a| a.to_string()).collect();
     let web = config.web.config.as_ref();
     info!(
         address = %addresses.join(","),
         path = %config.telemetry_path,
-        accounts = pollers.len(),
+        accounts,
         tls = web.is_some_and(|w| w.tls_enabled()),
         basic_auth = web.is_some_and(|w| w.basic_auth_enabled()),
         "serving metrics"
     );
+}
 
-    for warning in web.iter().flat_map(|web| web.warnings()) {
-        warn!(problem = %warning, "the web config asks for something that is not honoured as written");
-    }
-    let (stop, stopped) = watch::channel(false);
-    let polling = spawn_pollers(pollers, settings.interval, stopped).map_err(RunError::Serve)?;
+/// The configuration in force and everything a reload replaces.
+struct Reloader {
+    reread: Reread,
+    config: Config,
+    wiring: Wiring,
+    fleet: Fleet,
+    expositions: watch::Sender<Arc<Exposition>>,
+    stacks: watch::Sender<Arc<WebStack>>,
+    /// The routes, for the web stack of a new web configuration.
+    routes: Router,
+}
 
-    let state = AppState {
-        exposition,
-        slots: slots.into(),
-        telemetry_path: config.telemetry_path.clone(),
-        max_requests: config.web.max_requests,
-    };
-    let served = web::serve(listeners, app(state), config.web.clone(), shutdown).await;
-    let _ = stop.send(true);
-    let _ = polling.await;
-    if let Some(exchange) = demo {
-        exchange.abort();
+impl Reloader {
+    /// Reloads at each request and SIGHUP, one at a time, until `stop`; then hands the pollers
+    /// back to be stopped.
+    async fn serve(
+        mut self,
+        mut requests: mpsc::Receiver<ReloadRequest>,
+        mut hangups: Hangups,
+        mut stop: oneshot::Receiver<()>,
+    ) -> Fleet {
+        loop {
+            tokio::select! {
+                _ = &mut stop => return self.fleet,
+                Some(answer) = requests.recv() => {
+                    let _ = answer.send(self.reload().await.map_err(|error| error.to_string()));
+                }
+                Some(()) = hangups.recv() => {
+                    info!("SIGHUP received: reloading the configuration files");
+                    let _ = self.reload().await;
+                }
+            }
+        }
     }
-    served?;
-    info!("stopped");
-    Ok(())
+
+    /// Reads the configuration files again and applies them, or keeps the configuration in
+    /// force if they are refused; says which in a log line and in `capi_config_last_reload_*`.
+    async fn reload(&mut self) -> Result<(), RunError> {
+        let result = self.try_reload().await;
+        self.expositions.borrow().reload_status().record(result.is_ok());
+        match &result {
+            Ok(()) => {
+                let slots = self.fleet.slots();
+                info!(accounts = slots.len(), names = %listed(slots.iter().map(|s| s.name())), "configuration reloaded");
+            }
+            Err(problem) => error!(%problem,
+                "cannot reload the configuration; the configuration before keeps running (capi_config_last_reload_successful 0)"),
+        }
+        result
+    }
+
+    async fn try_reload(&mut self) -> Result<(), RunError> {
+        let config = (self.reread)()?;
+        let stack = WebStack::new(self.routes.clone(), config.web.clone())?;
+        let (wanted, settings) = self.wiring.plan(&config);
+        self.fleet.apply(wanted, &|wanted, slot| self.wiring.setup(wanted, slot)).await?;
+        let max_age = max_age(&config, &settings);
+        let exposition = self.expositions.borrow().successor(self.fleet.slots(), max_age, config.coins.clone());
+        self.expositions.send_replace(Arc::new(exposition));
+        self.stacks.send_replace(stack);
+        self.config = config;
+        Ok(())
+    }
 }
 
 /// Coins configured without a name would show `coin=""` and not join with their bills.
@@ -144,34 +262,6 @@ fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
         0 => shown.join(","),
         more => format!("{},... ({more} more)", shown.join(",")),
     }
-}
-
-/// Runs the pollers on a thread of their own with a single-threaded runtime: thousands of small
-/// request tasks then never wake or migrate between the server's threads.
-fn spawn_pollers(
-    pollers: Vec<Supervisor>,
-    interval: Duration,
-    stopped: watch::Receiver<bool>,
-) -> std::io::Result<tokio::sync::oneshot::Receiver<()>> {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let (done, finished) = tokio::sync::oneshot::channel();
-    std::thread::Builder::new().name("poller".into()).spawn(move || {
-        runtime.block_on(async move {
-            let mut running = JoinSet::new();
-            let count = pollers.len();
-            for (index, poller) in pollers.into_iter().enumerate() {
-                running.spawn(poller.run(start_delay(index, count, interval), stopped.clone()));
-            }
-            while let Some(ended) = running.join_next().await {
-                // A supervisor only ends at shutdown; one that panicked left its account unpolled.
-                if let Err(death) = ended {
-                    error!(error = %death, "an account's poller supervisor stopped unexpectedly; its account is no longer polled");
-                }
-            }
-        });
-        let _ = done.send(());
-    })?;
-    Ok(finished)
 }
 
 /// How the accounts are polled: at the configured interval, or a longer one when they cannot
@@ -224,12 +314,12 @@ fn ipv6_available(error: &std::io::Error) -> bool {
     !(error.kind() == std::io::ErrorKind::AddrNotAvailable || error.raw_os_error() == Some(NO_FAMILY))
 }
 
-/// The base URL and accounts to poll; in demo mode, starts the simulated exchange first.
+/// The base URL, and in demo mode the accounts to poll, after starting the simulated exchange.
 async fn resolve_accounts(
     config: &Config,
 ) -> Result<(String, Vec<AccountConfig>, Option<tokio::task::JoinHandle<()>>), RunError> {
     match &config.accounts {
-        Accounts::Exchange { base_url, accounts } => Ok((base_url.clone(), accounts.clone(), None)),
+        Accounts::Exchange { base_url, .. } => Ok((base_url.clone(), Vec::new(), None)),
         Accounts::Demo { seed, count, coin_ids } => {
             let exchange = SimExchange::new(SimOptions::default());
             let mut accounts = Vec::new();
@@ -295,6 +385,27 @@ fn ignore_stray_signals() {
                 }
             });
         }
+    }
+}
+
+/// SIGHUP, which reloads. Listened for from the start, so that one sent during a long start
+/// neither ends the process (its default action) nor is lost.
+struct Hangups(#[cfg(unix)] Option<tokio::signal::unix::Signal>);
+
+impl Hangups {
+    fn listen() -> Self {
+        #[cfg(unix)]
+        return Self(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok());
+        #[cfg(not(unix))]
+        Self()
+    }
+
+    async fn recv(&mut self) -> Option<()> {
+        #[cfg(unix)]
+        if let Some(signal) = &mut self.0 {
+            return signal.recv().await;
+        }
+        std::future::pending().await
     }
 }
 

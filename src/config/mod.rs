@@ -118,6 +118,9 @@ pub struct Cli {
     /// Longest time to answer one HTTP request; slower ones get 503.
     #[arg(long = "web.request-timeout", env = "CAPI_WEB_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_prometheus)]
     pub web_request_timeout: Duration,
+    /// Answer POST /-/reload, which reloads the configuration files as SIGHUP does.
+    #[arg(long = "web.enable-lifecycle", env = "CAPI_WEB_ENABLE_LIFECYCLE")]
+    pub web_enable_lifecycle: bool,
     /// Path of the metrics endpoint.
     #[arg(long = "web.telemetry-path", env = "CAPI_WEB_TELEMETRY_PATH", default_value = "/metrics")]
     pub web_telemetry_path: String,
@@ -184,6 +187,8 @@ pub struct Config {
     pub listen_addresses: Vec<String>,
     pub telemetry_path: String,
     pub web: WebSettings,
+    /// Whether `/-/reload` is answered.
+    pub lifecycle: bool,
     pub shard: Shard,
     /// The names of coin ids: the documented ones, the accounts file's and the flag's.
     pub coins: Coins,
@@ -243,6 +248,7 @@ impl Config {
             state_file: cli.state_file.clone(),
             listen_addresses,
             telemetry_path: cli.web_telemetry_path.clone(),
+            lifecycle: cli.web_enable_lifecycle,
             web: WebSettings {
                 config: cli.web_config_file.as_deref().map(WebConfig::load).transpose()?,
                 max_requests: cli.web_max_requests,
@@ -269,7 +275,7 @@ fn validate_locale(locale: &str) -> Result<(), ConfigError> {
 }
 
 /// The paths the server answers besides the telemetry path.
-const RESERVED_PATHS: [&str; 4] = ["/", "/-/healthy", "/-/ready", crate::web::POLL_LOG_PATH];
+const RESERVED_PATHS: [&str; 5] = ["/", "/-/healthy", "/-/ready", crate::web::RELOAD_PATH, crate::web::POLL_LOG_PATH];
 
 /// One `--web.listen-address`, as exporter-toolkit takes it: `host:port`, `[IPv6]:port`, or
 /// `:port` for every IPv4 address. A host name is looked up when the exporter binds it.

@@ -18,6 +18,7 @@ pub use format::Format;
 use crate::api::clock::local_now_ms;
 use crate::api::Coins;
 use crate::snapshot::handler::HandlerStats;
+use crate::snapshot::reload::ReloadStatus;
 use crate::snapshot::AccountSlot;
 use crate::version::{BRANCH, REVISION, RUST_VERSION, VERSION};
 use account::View;
@@ -36,6 +37,14 @@ const HANDLER_REQUESTS: Family =
     Family::counter("promhttp_metric_handler_requests", "Total number of scrapes by HTTP status code.");
 const HANDLER_IN_FLIGHT: Family =
     Family::gauge("promhttp_metric_handler_requests_in_flight", "Current number of scrapes being served.");
+const RELOAD_SUCCESSFUL: Family = Family::gauge(
+    "capi_config_last_reload_successful",
+    "Whether the last reload of the configuration files (SIGHUP or /-/reload) succeeded: 1, or 0 while the configuration before it keeps running",
+);
+const RELOAD_SUCCESS_TIME: Family = Family::gauge(
+    "capi_config_last_reload_success_timestamp_seconds",
+    "Unix time of the last successful reload of the configuration files, or of the start",
+);
 const BUILD_INFO: Family =
     Family::gauge("capi_exporter_build_info", "The exporter's version and how it was built; value 1");
 
@@ -45,6 +54,7 @@ pub struct Exposition {
     accounts: Vec<Account>,
     max_age: Duration,
     handler: Arc<HandlerStats>,
+    reload: Arc<ReloadStatus>,
     coins: Coins,
 }
 
@@ -97,7 +107,23 @@ impl Exposition {
     /// Figures older than `max_age` are withdrawn; their age stays visible.
     pub fn new(slots: Vec<Arc<AccountSlot>>, max_age: Duration) -> Self {
         let accounts = slots.into_iter().map(|slot| Account { slot, rendered: Mutex::new(None) }).collect();
-        Self { accounts, max_age, handler: Arc::default(), coins: Coins::default() }
+        Self { accounts, max_age, handler: Arc::default(), reload: Arc::default(), coins: Coins::default() }
+    }
+
+    /// The exposition of a reloaded configuration: the exporter's own counts go on.
+    pub fn successor(&self, slots: Vec<Arc<AccountSlot>>, max_age: Duration, coins: Coins) -> Self {
+        Self { handler: self.handler.clone(), reload: self.reload.clone(), ..Self::new(slots, max_age) }
+            .with_coins(coins)
+    }
+
+    /// The accounts shown, in order.
+    pub fn slots(&self) -> impl Iterator<Item = &Arc<AccountSlot>> {
+        self.accounts.iter().map(|account| &account.slot)
+    }
+
+    /// Where reloads are recorded.
+    pub fn reload_status(&self) -> Arc<ReloadStatus> {
+        self.reload.clone()
     }
 
     /// The names of coin ids beyond the documented ones.
@@ -124,7 +150,7 @@ impl Exposition {
             format,
             accounts.into_iter().map(|rendered| rendered.lines.clone()).collect(),
             ages,
-            own_lines(&self.handler),
+            own_lines(&self.handler, &self.reload),
         )
     }
 }
@@ -159,13 +185,17 @@ impl Account {
 }
 
 /// The exporter's own families, as of now.
-fn own_lines(handler: &HandlerStats) -> Lines {
+fn own_lines(handler: &HandlerStats, reload: &ReloadStatus) -> Lines {
     let mut lines = Lines::default();
     let by_code = handler.by_code().into_iter().map(|(code, n)| ([("code", code.to_string())], n as f64));
     lines.family(&HANDLER_REQUESTS, by_code);
-    lines.family(&HANDLER_IN_FLIGHT, [([] as [(&str, &str); 0], handler.in_flight() as f64)]);
+    let unlabelled = |value: f64| [([] as [(&str, &str); 0], value)];
+    lines.family(&HANDLER_IN_FLIGHT, unlabelled(handler.in_flight() as f64));
     let labels = [("version", VERSION), ("revision", REVISION), ("branch", BRANCH), ("rustversion", RUST_VERSION)];
     lines.family(&BUILD_INFO, [(labels, 1.0)]);
+    let (successful, success_time) = reload.last();
+    lines.family(&RELOAD_SUCCESSFUL, unlabelled(f64::from(u8::from(successful))));
+    lines.family(&RELOAD_SUCCESS_TIME, unlabelled(success_time));
     process::write(&mut lines);
     lines
 }

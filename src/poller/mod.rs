@@ -32,7 +32,7 @@ use tokio::time::Instant;
 use tracing::{debug, error, info, warn};
 
 /// How one account is polled.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PollSettings {
     /// Start to start, when nothing slows the polls down.
     pub interval: Duration,

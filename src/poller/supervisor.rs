@@ -40,6 +40,17 @@ impl Supervisor {
         Self { setup, checkpoint: Arc::new(Mutex::new(checkpoint)) }
     }
 
+    /// Takes over from the supervisor before it (which has ended) with a new setup, as a reload
+    /// that changed the account's settings does: counting goes on from its last complete poll.
+    pub fn continuing(setup: PollerSetup, checkpoint: Arc<Mutex<Checkpoint>>) -> Self {
+        Self { setup, checkpoint }
+    }
+
+    /// Where the end of each complete poll is recorded, for a supervisor that takes over.
+    pub fn checkpoint(&self) -> Arc<Mutex<Checkpoint>> {
+        self.checkpoint.clone()
+    }
+
     /// Runs pollers for the account from `start_delay` until `shutdown` turns true.
     pub async fn run(self, start_delay: Duration, shutdown: watch::Receiver<bool>) {
         let account = self.setup.slot.name().to_owned();

@@ -2,10 +2,11 @@
 //! server around them (exporter-toolkit web configuration, TLS, basic auth and limits).
 //!
 //! [`WebConfig`] reads a web configuration file in the format of Prometheus's exporter-toolkit
-//! (`--web.config.file`), so files written for other exporters work unchanged. [`serve`] answers
-//! requests on a listener with an [`axum::Router`], adding what the file asks for (TLS, client
-//! certificates, basic auth, extra headers, a rate limit) and what [`WebSettings`] bounds (requests
-//! in flight, time per request, time to send the request headers).
+//! (`--web.config.file`), so files written for other exporters work unchanged. A [`WebStack`] is
+//! an [`axum::Router`] with what the file asks for (TLS, client certificates, basic auth, extra
+//! headers, a rate limit) and what [`WebSettings`] bounds (requests in flight, time per request,
+//! time to send the request headers); [`serve`] answers requests on listeners with the latest
+//! stack, which a reload replaces.
 //!
 //! Every request passes, from the outside in: the configured headers (set on every response,
 //! refusals included); the rate limit (429); the request timeout (503); basic auth (401); and
@@ -25,8 +26,8 @@ mod tls;
 mod test_support;
 
 pub use config::WebConfig;
-pub use routes::{app, AppState};
-pub use serve::serve;
+pub use routes::{app, AppState, ReloadRequest, RELOAD_PATH};
+pub use serve::{serve, WebStack};
 pub use status::POLL_LOG_PATH;
 
 use std::path::PathBuf;

@@ -1,11 +1,10 @@
 //! The HTTP endpoints: `/metrics` (or `--web.telemetry-path`), the status page (see
-//! [`super::status`]), and the `/-/healthy` and `/-/ready` probes. [`app`] builds the router
-//! without a socket, for tests.
+//! [`super::status`]), the `/-/healthy` and `/-/ready` probes, and `/-/reload` as Prometheus has
+//! it. [`app`] builds the router without a socket, for tests.
 
 use super::status;
 use crate::exposition::{Exposition, Format, Page};
 use crate::snapshot::handler::HandlerStats;
-use crate::snapshot::AccountSlot;
 use axum::body::{Body, Bytes};
 use axum::error_handling::HandleErrorLayer;
 use axum::extract::Request;
@@ -13,37 +12,53 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, MethodRouter};
+use axum::routing::{get, post, MethodRouter};
 use axum::{BoxError, Router};
 use http_body::{Frame, SizeHint};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use tokio::sync::{mpsc, oneshot, watch};
 use tower::limit::GlobalConcurrencyLimitLayer;
 use tower::ServiceBuilder;
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 #[derive(Clone, Debug)]
 pub struct AppState {
-    pub exposition: Arc<Exposition>,
-    pub slots: Arc<[Arc<AccountSlot>]>,
+    /// The exposition of the accounts polled now; a reload replaces it.
+    pub exposition: watch::Receiver<Arc<Exposition>>,
     pub telemetry_path: String,
     /// `--web.max-requests`: scrapes served at once; 0 for no limit.
     pub max_requests: usize,
+    /// Where `/-/reload` asks for a reload; `None` without `--web.enable-lifecycle`.
+    pub reload: Option<mpsc::Sender<ReloadRequest>>,
+}
+
+/// A request to reload the configuration files, answered with the problem when they are refused.
+pub type ReloadRequest = oneshot::Sender<Result<(), String>>;
+
+impl AppState {
+    pub(super) fn exposition(&self) -> Arc<Exposition> {
+        self.exposition.borrow().clone()
+    }
 }
 
 pub fn app(state: AppState) -> Router {
     let metrics_route = get(metrics).layer(CompressionLayer::new().quality(CompressionLevel::Precise(2)));
-    let metrics_route = limited(metrics_route, state.max_requests, state.exposition.handler_stats());
+    let metrics_route = limited(metrics_route, state.max_requests, state.exposition().handler_stats());
     Router::new()
         .route(&state.telemetry_path, metrics_route)
         .route("/", get(status::landing))
         .route(status::POLL_LOG_PATH, get(status::poll_log))
         .route("/-/healthy", get(|| async { "OK\n" }))
         .route("/-/ready", get(ready))
+        .route(RELOAD_PATH, post(reload).put(reload))
         .with_state(state)
 }
+
+/// Where a reload is asked for, with POST or PUT, as Prometheus's lifecycle API has it.
+pub const RELOAD_PATH: &str = "/-/reload";
 
 /// Serves the page in the format the scraper's `Accept` header prefers, compressed with gzip
 /// when it accepts that (as Prometheus does; level 2, which costs about what level 1 does and
@@ -53,7 +68,7 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
     let accept = headers.get(header::ACCEPT).and_then(|value| value.to_str().ok());
     let format = Format::negotiate(accept);
     let headers = [(header::CONTENT_TYPE, format.content_type()), (header::VARY, "Accept")];
-    (headers, Body::new(PageBody(state.exposition.page(format)))).into_response()
+    (headers, Body::new(PageBody(state.exposition().page(format)))).into_response()
 }
 
 /// The scrape limit and the handler metrics around the metrics route, as client_golang's promhttp
@@ -111,11 +126,33 @@ impl http_body::Body for PageBody {
 
 /// Ready once every account has had one fully successful poll.
 async fn ready(State(state): State<AppState>) -> Response {
-    let waiting: Vec<&str> = state.slots.iter().filter(|s| !s.has_been_up()).map(|s| s.name()).collect();
+    let exposition = state.exposition();
+    let waiting: Vec<&str> = exposition.slots().filter(|s| !s.has_been_up()).map(|s| s.name()).collect();
     if waiting.is_empty() {
         (StatusCode::OK, "ready\n").into_response()
     } else {
         let text = format!("not ready: no successful poll yet for account(s) {}\n", waiting.join(", "));
         (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
+    }
+}
+
+/// Reloads the configuration files: 200 when the new configuration runs, 500 and the problem
+/// when it was refused (the old one keeps running), 403 without `--web.enable-lifecycle`.
+async fn reload(State(state): State<AppState>) -> Response {
+    let Some(requests) = &state.reload else {
+        return (StatusCode::FORBIDDEN, "Lifecycle API is not enabled (--web.enable-lifecycle).\n").into_response();
+    };
+    let (answer, answered) = oneshot::channel();
+    let stopping = || (StatusCode::SERVICE_UNAVAILABLE, "The exporter is stopping.\n").into_response();
+    if requests.send(answer).await.is_err() {
+        return stopping();
+    }
+    match answered.await {
+        Ok(Ok(())) => (StatusCode::OK, "configuration reloaded\n").into_response(),
+        Ok(Err(problem)) => {
+            (StatusCode::INTERNAL_SERVER_ERROR, format!("failed to reload the configuration: {problem}\n"))
+                .into_response()
+        }
+        Err(_) => stopping(),
     }
 }

@@ -1,6 +1,7 @@
 //! The accept loop: one task per connection, TLS when configured, HTTP/1.1 with keep-alive by
-//! hyper, and a graceful stop.
+//! hyper, a web configuration that a reload can replace, and a graceful stop.
 
+use super::auth::BasicAuth;
 use super::{WebError, WebSettings};
 use axum::Router;
 use hyper::body::Incoming;
@@ -26,26 +27,44 @@ const DRAIN_MARGIN: Duration = Duration::from_secs(1);
 /// Pause after an accept error that is not about one connection (e.g. out of file descriptors).
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(500);
 
-/// Serves `router` on every listener until `shutdown` completes: HTTPS when `settings.config` has a
-/// `tls_server_config`, else plain HTTP. At `shutdown` it stops accepting, lets the requests in
-/// flight finish (for at most the request timeout), closes idle connections, and returns.
-///
-/// Fails only while setting up (certificates or keys that cannot be loaded); a bad client or a
-/// failed handshake closes that one connection and is logged at debug level.
+/// What the web configuration decides, ready for connections: the routes with the layers it
+/// asks for (basic auth, headers, rate limit) and TLS. A reload of the web configuration file
+/// makes a new one: connections accepted afterwards handshake with its TLS settings, and every
+/// request from then on, on old connections too, passes its layers.
+pub struct WebStack {
+    /// The routes with every layer around them.
+    router: Router,
+    tls: Option<TlsAcceptor>,
+    /// Closed at shutdown (see [`BasicAuth::close`]).
+    auth: Option<Arc<BasicAuth>>,
+    settings: WebSettings,
+}
+
+impl WebStack {
+    /// Fails when the certificates or keys the configuration names cannot be loaded.
+    pub fn new(routes: Router, settings: WebSettings) -> Result<Arc<Self>, WebError> {
+        let tls = match &settings.config {
+            Some(config) => config.tls_server_config()?.map(TlsAcceptor::from),
+            None => None,
+        };
+        let pipeline = super::pipeline::wrap(routes, &settings);
+        Ok(Arc::new(Self { router: pipeline.router, tls, auth: pipeline.auth, settings }))
+    }
+}
+
+/// Serves on every listener until `shutdown` completes, with the latest of `stacks`. At
+/// `shutdown` it stops accepting, lets the requests in flight finish (for at most the request
+/// timeout), closes idle connections, and returns. A bad client or a failed handshake closes that
+/// one connection and is logged at debug level.
 pub async fn serve(
     listeners: Vec<TcpListener>,
-    router: Router,
-    settings: WebSettings,
+    stacks: watch::Receiver<Arc<WebStack>>,
     shutdown: impl Future<Output = ()> + Send + 'static,
-) -> Result<(), WebError> {
-    let tls = match &settings.config {
-        Some(config) => config.tls_server_config()?.map(TlsAcceptor::from),
-        None => None,
-    };
-    let pipeline = super::pipeline::wrap(router, &settings);
+) {
+    // The flags' settings, which a reload does not change.
+    let settings = stacks.borrow().settings.clone();
     let connections = Arc::new(ConnectionSettings {
-        router: pipeline.router,
-        tls,
+        stacks,
         http: http_builder(&settings),
         handshake_timeout: non_zero(settings.header_read_timeout),
     });
@@ -53,21 +72,18 @@ pub async fn serve(
         log_start(listener, &settings);
     }
     let (stop, stopped) = watch::channel(());
-    let mut running = accept_until(listeners, connections, stopped, shutdown).await;
+    let mut running = accept_until(listeners, connections.clone(), stopped, shutdown).await;
     drop(stop);
-    if let Some(auth) = &pipeline.auth {
+    if let Some(auth) = &connections.stacks.borrow().auth {
         auth.close();
     }
     drain(&mut running, drain_deadline(&settings)).await;
     info!("web server stopped");
-    Ok(())
 }
 
 /// Everything a connection task needs.
 struct ConnectionSettings {
-    /// The routes with every layer around them.
-    router: Router,
-    tls: Option<TlsAcceptor>,
+    stacks: watch::Receiver<Arc<WebStack>>,
     http: http1::Builder,
     handshake_timeout: Option<Duration>,
 }
@@ -170,7 +186,8 @@ async fn serve_connection(
 ) {
     // Responses are small and written whole; waiting to fill packets only adds latency.
     let _ = stream.set_nodelay(true);
-    let Some(tls) = &connections.tls else {
+    let tls = connections.stacks.borrow().tls.clone();
+    let Some(tls) = tls else {
         return serve_http(TokioIo::new(stream), peer, &connections, stopped).await;
     };
     let handshake = async {
@@ -200,9 +217,10 @@ async fn serve_http<I>(
 ) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let router = connections.router.clone();
+    let stacks = connections.stacks.clone();
     let service = hyper::service::service_fn(move |request: Request<Incoming>| {
-        router.clone().oneshot(request.map(axum::body::Body::new))
+        let router = stacks.borrow().router.clone();
+        router.oneshot(request.map(axum::body::Body::new))
     });
     let connection = connections.http.serve_connection(io, service);
     tokio::pin!(connection);

@@ -29,7 +29,7 @@ pub(super) async fn landing(State(state): State<AppState>) -> Html<String> {
          <th>Data age</th><th>Bills counted</th><th>Backoff</th><th>Last error</th><th>Recent polls</th></tr>\n"
     );
     let now = unix_now();
-    for slot in state.slots.iter() {
+    for slot in state.exposition().slots() {
         write_row(&mut page, slot, now);
     }
     page.push_str("</table>\n</body></html>\n");
@@ -86,7 +86,8 @@ pub(super) struct PollLogQuery {
 /// The account's log of recent polls, as text: its requests, their outcomes and durations, the
 /// bill queries and what they found. It never holds credentials.
 pub(super) async fn poll_log(State(state): State<AppState>, Query(query): Query<PollLogQuery>) -> Response {
-    let Some(slot) = state.slots.iter().find(|slot| slot.name() == query.account) else {
+    let slot = state.exposition().slots().find(|slot| slot.name() == query.account).cloned();
+    let Some(slot) = slot else {
         return (StatusCode::NOT_FOUND, "no such account\n").into_response();
     };
     let mut text =

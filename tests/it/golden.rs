@@ -33,16 +33,19 @@ const BILLS: &str = r#"{"hasNextPage":false,"items":[
     {"billId":686960019383517342,"coin":"BTC","symbol":"","amount":"0.5","businessType":"transfer_in","balance":"0.5","fillFee":"0","ctime":1899999994000}
 ]}"#;
 
-/// The page with what changes from run to run masked: the values of the process's own metrics
-/// and of the data age (the time since the sample was taken, which is now), how the binary was
-/// built (revision, branch, compiler), and the order of the samples within a family (some
-/// families are kept in hash maps).
+/// The page with what changes from run to run masked: the values of the process's own metrics,
+/// of the data age (the time since the sample was taken, which is now) and of the time the
+/// configuration was loaded, how the binary was built (revision, branch, compiler), and the
+/// order of the samples within a family (some families are kept in hash maps).
 fn stable(page: &str) -> String {
     let mut lines = Vec::new();
     for line in page.lines() {
         let line = match line.split_once(" ") {
             Some((series, _)) if series.starts_with("capi_data_age_seconds{") => format!("{series} <age>"),
             Some((series, _)) if series.starts_with("process_") => format!("{series} <value>"),
+            Some((series, _)) if series == "capi_config_last_reload_success_timestamp_seconds" => {
+                format!("{series} <start time>")
+            }
             _ => line.to_string(),
         };
         lines.push(revision_hidden(&line));

@@ -16,7 +16,8 @@ fn state(path: &str) -> (AppState, Arc<AccountSlot>) {
     let slot = AccountSlot::new("main");
     slot.publish(AccountSnapshot { stats: Arc::new(AccountStats::new(Duration::from_secs(15))), ..Default::default() });
     let exposition = Arc::new(Exposition::new(vec![slot.clone()], Duration::from_secs(60)));
-    (AppState { exposition, slots: vec![slot.clone()].into(), telemetry_path: path.into(), max_requests: 40 }, slot)
+    let exposition = tokio::sync::watch::channel(exposition).1;
+    (AppState { exposition, telemetry_path: path.into(), max_requests: 40, reload: None }, slot)
 }
 
 async fn get(state: &AppState, path: &str) -> (StatusCode, String, String) {

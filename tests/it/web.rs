@@ -5,7 +5,7 @@ use crate::common;
 
 use axum::routing::get;
 use axum::Router;
-use capi_exporter::web::{serve, WebConfig, WebError, WebSettings};
+use capi_exporter::web::{serve, WebConfig, WebSettings, WebStack};
 use reqwest::StatusCode;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -109,7 +109,7 @@ impl Drop for ConfigDir {
 struct Server {
     address: SocketAddr,
     stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<Result<(), WebError>>,
+    task: JoinHandle<()>,
 }
 
 impl Server {
@@ -122,7 +122,8 @@ impl Server {
         let address = listener.local_addr().expect("address");
         let router = Router::new().route("/metrics", get(|| async { PAGE }));
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(serve(vec![listener], router, settings, async move {
+        let stack = tokio::sync::watch::channel(WebStack::new(router, settings).expect("web stack")).1;
+        let task = tokio::spawn(serve(vec![listener], stack, async move {
             let _ = stopped.await;
         }));
         Server { address, stop: Some(stop), task }
@@ -137,7 +138,7 @@ impl Server {
             let _ = stop.send(());
         }
         let result = tokio::time::timeout(PATIENCE, &mut self.task).await.expect("serve returned in time");
-        result.expect("serve task").expect("serve");
+        result.expect("serve task");
     }
 }
 
@@ -289,14 +290,13 @@ async fn a_client_that_never_finishes_the_handshake_is_disconnected() {
 }
 
 #[tokio::test]
-async fn serve_fails_at_start_when_the_certificate_is_gone() {
+async fn the_web_stack_cannot_be_made_when_the_certificate_is_gone() {
     let pki = Pki::new();
     let dir = ConfigDir::new(&pki);
     let config = dir.config(TLS);
     std::fs::remove_file(dir.path().join("server.crt")).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let settings = WebSettings { config: Some(config), ..WebSettings::default() };
-    let error = serve(vec![listener], Router::new(), settings, std::future::pending()).await.unwrap_err();
+    let Err(error) = WebStack::new(Router::new(), settings) else { panic!("made without its certificate") };
     assert!(error.to_string().contains("tls_server_config.cert_file: cannot read server.crt"), "{error}");
 }
 

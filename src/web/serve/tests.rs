@@ -13,11 +13,12 @@ fn settings(header_read_timeout: Duration) -> WebSettings {
 async fn start(
     router: Router,
     settings: WebSettings,
-) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<Result<(), WebError>>) {
+) -> (SocketAddr, oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let server = tokio::spawn(serve(vec![listener], router, settings, async move {
+    let stack = watch::channel(WebStack::new(router, settings).unwrap()).1;
+    let server = tokio::spawn(serve(vec![listener], stack, async move {
         let _ = stopped.await;
     }));
     (address, stop, server)
@@ -30,7 +31,7 @@ async fn serves_plain_http_and_stops_when_told() {
     let body = reqwest::get(format!("http://{address}/")).await.unwrap().text().await.unwrap();
     assert_eq!(body, "hello");
     stop.send(()).unwrap();
-    tokio::time::timeout(PATIENCE, server).await.expect("stopped in time").unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, server).await.expect("stopped in time").unwrap();
     assert!(TcpStream::connect(address).await.is_err(), "no longer accepting");
 }
 
@@ -60,7 +61,7 @@ async fn a_request_in_flight_at_shutdown_is_answered_before_serve_returns() {
     release.add_permits(1);
     let body = tokio::time::timeout(PATIENCE, request).await.expect("answered").unwrap().unwrap();
     assert_eq!(body, "finished");
-    tokio::time::timeout(PATIENCE, server).await.expect("stopped after the request").unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, server).await.expect("stopped after the request").unwrap();
 }
 
 #[tokio::test]
@@ -74,7 +75,7 @@ async fn a_client_too_slow_to_send_its_headers_is_disconnected() {
     assert!(closed.is_ok(), "the server closed the connection");
     assert!(!String::from_utf8_lossy(&buffer).contains("hello"));
     stop.send(()).unwrap();
-    tokio::time::timeout(PATIENCE, server).await.unwrap().unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, server).await.unwrap().unwrap();
 }
 
 #[tokio::test]
@@ -88,6 +89,6 @@ async fn idle_keep_alive_connections_do_not_hold_up_shutdown() {
     assert!(String::from_utf8_lossy(&first[..read]).starts_with("HTTP/1.1 200"));
     let started = std::time::Instant::now();
     stop.send(()).unwrap();
-    tokio::time::timeout(PATIENCE, server).await.expect("stopped").unwrap().unwrap();
+    tokio::time::timeout(PATIENCE, server).await.expect("stopped").unwrap();
     assert!(started.elapsed() < Duration::from_secs(5), "did not wait out the drain deadline");
 }

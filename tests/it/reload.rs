@@ -1,0 +1,195 @@
+//! Reloading the configuration files (SIGHUP, or `POST /-/reload` with `--web.enable-lifecycle`):
+//! added accounts start, removed ones stop, changed and unchanged ones keep their counters and
+//! cursor (no bill counted twice or lost); a broken file is refused with an error line and
+//! `capi_config_last_reload_successful 0` while the configuration before keeps running.
+
+use crate::common;
+
+use capi_sim::{Credentials, NewBill, SimOptions};
+use common::{Exchange, Exporter, Scrape, DEADLINE};
+use rust_decimal::Decimal;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Accounts `a`, `b` and `c` on the exchange (`a` holds coins 1 and 2), their credentials in the
+/// environment, and a directory for the files.
+struct Setup {
+    exchange: Exchange,
+    credentials: Vec<(&'static str, Credentials)>,
+    dir: PathBuf,
+}
+
+impl Setup {
+    async fn new(test: &str) -> Self {
+        let exchange = Exchange::start(SimOptions { weight_per_10s: None, ..SimOptions::default() }).await;
+        let credentials: Vec<(&str, Credentials)> =
+            ["a", "b", "c"].into_iter().zip(200..).map(|(name, seed)| (name, Credentials::generate(seed))).collect();
+        for (name, credentials) in &credentials {
+            let coins: &[u64] = if *name == "a" { &[1, 2] } else { &[2] };
+            exchange.sim.add_account(credentials.clone(), coins);
+        }
+        let dir = std::env::temp_dir().join(format!("capi-reload-{}-{test}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        Self { exchange, credentials, dir }
+    }
+
+    fn key(&self, name: &str) -> &str {
+        &self.credentials.iter().find(|(n, _)| *n == name).unwrap().1.api_key
+    }
+
+    /// Writes the accounts file with these accounts (name and coin ids).
+    fn write_accounts(&self, accounts: &[(&str, &str)]) -> PathBuf {
+        let mut yaml = String::from("coin_names: {1: BTC}\naccounts:\n");
+        for (name, coins) in accounts {
+            let var = name.to_uppercase();
+            yaml.push_str(&format!(
+                "  - name: {name}\n    coin_ids: [{coins}]\n    credentials:\n      api_key: {{env: {var}_KEY}}\n      secret: {{env: {var}_SECRET}}\n      passphrase: {{env: {var}_PASS}}\n"
+            ));
+        }
+        self.write("accounts.yml", &yaml)
+    }
+
+    fn write(&self, file: &str, text: &str) -> PathBuf {
+        let path = self.dir.join(file);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn start(&self, accounts: &Path, extra: &[&str]) -> Exporter {
+        let mut command =
+            Exporter::command(&["--config.file", accounts.to_str().unwrap(), "--api.base-url", &self.exchange.url]);
+        command.args(extra);
+        for (name, credentials) in &self.credentials {
+            let var = name.to_uppercase();
+            command.env(format!("{var}_KEY"), &credentials.api_key);
+            command.env(format!("{var}_SECRET"), &credentials.secret);
+            command.env(format!("{var}_PASS"), &credentials.passphrase);
+        }
+        Exporter::spawn(command)
+    }
+
+    fn add_trade(&self, account: &str) {
+        let bill = NewBill {
+            coin: "USDT".into(),
+            symbol: "cmt_btcusdt".into(),
+            business_type: "position_open_long".into(),
+            amount: Decimal::new(-5, 0),
+            fill_fee: Decimal::new(-1, 2),
+            ctime_ms: None,
+            visible_after: Duration::ZERO,
+        };
+        self.exchange.sim.add_bill(self.key(account), bill);
+    }
+}
+
+impl Drop for Setup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn trades(scrape: &Scrape, account: &str) -> Option<f64> {
+    scrape.value("capi_bills_total", &[("account", account), ("business_type", "position_open_long")])
+}
+
+fn up(scrape: &Scrape, account: &str) -> Option<f64> {
+    scrape.value("capi_up", &[("account", account)])
+}
+
+fn reload_ok(scrape: &Scrape) -> Option<f64> {
+    scrape.value("capi_config_last_reload_successful", &[])
+}
+
+/// Waits until the exporter's log holds `text` `times` times.
+fn wait_logged(exporter: &Exporter, text: &str, times: usize) {
+    let started = Instant::now();
+    while exporter.log().matches(text).count() < times {
+        assert!(started.elapsed() < DEADLINE, "no {text:?} in the log:\n{}", exporter.log());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sighup_changes_the_accounts_and_keeps_the_counts_of_those_that_stay() {
+    let setup = Setup::new("sighup").await;
+    let accounts = setup.write_accounts(&[("a", "2"), ("b", "2")]);
+    let exporter = setup.start(&accounts, &[]);
+    exporter.wait_up().await;
+    for _ in 0..3 {
+        setup.add_trade("a");
+    }
+    let before = exporter.wait_for("a's 3 trades", |s| trades(s, "a") == Some(3.0)).await;
+    let started_at = before.value("capi_config_last_reload_success_timestamp_seconds", &[]).unwrap();
+    assert_eq!(reload_ok(&before), Some(1.0));
+
+    // a gains coin 1 (a new poller, continuing), b goes, c comes.
+    setup.write_accounts(&[("a", "2,1"), ("c", "2")]);
+    exporter.signal("HUP");
+    wait_logged(&exporter, "configuration reloaded", 1);
+    setup.add_trade("a");
+    setup.add_trade("c");
+    let after = exporter
+        .wait_for("a and c counted after the reload", |s| {
+            trades(s, "a") == Some(4.0) && trades(s, "c") == Some(1.0) && up(s, "c") == Some(1.0)
+        })
+        .await;
+    assert_eq!(up(&after, "b"), None, "b no longer shown");
+    assert!(
+        after.matching("capi_collateral_amount", &[("account", "a"), ("coin", "BTC"), ("coin_id", "1")]).len() == 1
+    );
+    assert_eq!(reload_ok(&after), Some(1.0));
+    assert!(after.value("capi_config_last_reload_success_timestamp_seconds", &[]).unwrap() > started_at);
+    let log = exporter.log();
+    assert!(log.contains("SIGHUP received"), "{log}");
+    assert!(log.contains("msg=\"the account is no longer configured; its polling stopped\" account=b"), "{log}");
+
+    // A broken file is refused; the configuration before keeps running.
+    std::fs::write(&accounts, "accounts: [oops\n").unwrap();
+    exporter.signal("HUP");
+    wait_logged(&exporter, "cannot reload the configuration", 1);
+    let refused = exporter.wait_for("the failed reload", |s| reload_ok(s) == Some(0.0)).await;
+    let success_at = refused.value("capi_config_last_reload_success_timestamp_seconds", &[]);
+    assert_eq!(success_at, after.value("capi_config_last_reload_success_timestamp_seconds", &[]));
+    let line = exporter.log().lines().find(|l| l.contains("cannot reload")).unwrap().to_owned();
+    assert!(line.contains("level=error") && line.contains(accounts.to_str().unwrap()), "{line}");
+    setup.add_trade("c");
+    exporter.wait_for("c still polled", |s| trades(s, "c") == Some(2.0) && trades(s, "a") == Some(4.0)).await;
+    assert_eq!(exporter.get("/-/reload").await.status(), 405);
+    let forbidden = reqwest::Client::new().post(format!("{}/-/reload", exporter.url)).send().await.unwrap();
+    assert_eq!(forbidden.status(), 403, "no lifecycle API without --web.enable-lifecycle");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_lifecycle_endpoint_reloads_the_web_config_and_answers_with_the_problem() {
+    let setup = Setup::new("lifecycle").await;
+    let accounts = setup.write_accounts(&[("a", "2")]);
+    let hash = |password: &str| bcrypt::hash(password, 4).unwrap();
+    let web = setup.write("web.yml", &format!("basic_auth_users:\n  prometheus: '{}'\n", hash("first")));
+    let exporter = setup.start(&accounts, &["--web.config.file", web.to_str().unwrap(), "--web.enable-lifecycle"]);
+    let client = reqwest::Client::new();
+    let request = |method: reqwest::Method, path: &str, password: &str| {
+        client.request(method, format!("{}{path}", exporter.url)).basic_auth("prometheus", Some(password)).send()
+    };
+    let metrics = |password: &'static str| request(reqwest::Method::GET, "/metrics", password);
+    assert_eq!(metrics("first").await.unwrap().status(), 200);
+
+    std::fs::write(&web, format!("basic_auth_users:\n  prometheus: '{}'\n", hash("second"))).unwrap();
+    let reloaded = request(reqwest::Method::POST, "/-/reload", "first").await.unwrap();
+    assert_eq!(reloaded.status(), 200);
+    assert_eq!(metrics("first").await.unwrap().status(), 401, "the old password no longer works");
+    let page = metrics("second").await.unwrap().text().await.unwrap();
+    assert_eq!(reload_ok(&Scrape::parse(&page)), Some(1.0), "{page}");
+
+    // A web config naming a certificate that is not there is refused, with the problem.
+    std::fs::write(&web, "tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n").unwrap();
+    let refused = request(reqwest::Method::PUT, "/-/reload", "second").await.unwrap();
+    assert_eq!(refused.status(), 500);
+    let problem = refused.text().await.unwrap();
+    assert!(
+        problem.starts_with("failed to reload the configuration: ") && problem.contains("missing.crt"),
+        "{problem}"
+    );
+    let page = metrics("second").await.unwrap().text().await.unwrap();
+    assert_eq!(reload_ok(&Scrape::parse(&page)), Some(0.0), "{page}");
+    assert!(exporter.log().contains("cannot reload the configuration"), "{}", exporter.log());
+}
