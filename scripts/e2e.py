@@ -11,7 +11,11 @@ is this script. Then checks, against live data:
 3. a liquidation started on the simulated exchange reaches the webhook as CapiAccountLiquidating,
    and how long that took from the moment the liquidation started; then its resolution;
 4. no other alert fired on the demo's normal activity during the run;
-5. account figures and bill counters join on the coin's name and on its id.
+5. account figures and bill counters join on the coin's name and on its id;
+6. a reload (SIGHUP) of a broken web configuration is refused: Prometheus sees
+   capi_config_last_reload_successful 0 while the accounts stay polled (CapiConfigReloadFailed
+   waits 5 minutes of it: the promtool tests cover its timing); a reload of a fixed one
+   (POST /-/reload) applies it and Prometheus sees 1 again.
 
 Only loopback is used. Every wait has a deadline. Exit code 0 when everything passed.
 Usage: scripts/e2e.py [--binary target/debug/capi_exporter]
@@ -21,6 +25,7 @@ import argparse
 import json
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -266,6 +271,25 @@ def check_coin_join(prom, report):
     report.append("collateral and bill balances join on coin and on coin_id")
 
 
+def check_reload(prom, exporter, work, url, report):
+    """A broken web config is refused by SIGHUP while polling goes on; a fixed one is applied by
+    POST /-/reload, from the very next response."""
+    web = work / "web.yml"
+    web.write_text("tls_server_config:\n  cert_file: missing.crt\n  key_file: missing.key\n")
+    exporter.send_signal(signal.SIGHUP)
+    wait_for("the refused reload in Prometheus", lambda: prom.query("capi_config_last_reload_successful == 0"), DATA_DEADLINE)
+    polled = prom.query('count(capi_up == 1)')
+    assert polled and polled[0]["value"][1] == "2", f"both demo accounts still polled: {polled}"
+    before = float(prom.query("capi_config_last_reload_success_timestamp_seconds")[0]["value"][1])
+    web.write_text("http_server_config:\n  headers:\n    X-Frame-Options: sameorigin\n")
+    with urllib.request.urlopen(urllib.request.Request(f"{url}/-/reload", method="POST"), timeout=30) as answer:
+        assert answer.status == 200, answer.status
+    with urllib.request.urlopen(f"{url}/metrics", timeout=10) as answer:
+        assert answer.headers.get("X-Frame-Options") == "sameorigin", dict(answer.headers)
+    wait_for("the successful reload in Prometheus", lambda: prom.query(f"capi_config_last_reload_successful == 1 and capi_config_last_reload_success_timestamp_seconds > {before}"), DATA_DEADLINE)
+    report.append("SIGHUP with a broken web config: refused and seen by Prometheus, polling went on; POST /-/reload applied the fixed one")
+
+
 def check_quiet(prom, report):
     """No alert but the liquidation started on purpose fired during the run: the demo's normal
     activity is a day on which no shipped alert fires."""
@@ -289,7 +313,9 @@ def main():
     processes = []
     report = []
     try:
-        exporter = start("exporter", [args.binary, "--demo", "--poll.interval", "1s", "--web.listen-address", f"127.0.0.1:{ports['exporter']}"], logs)
+        (work / "web.yml").write_text("http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+        exporter_url = f"http://127.0.0.1:{ports['exporter']}"
+        exporter = start("exporter", [args.binary, "--demo", "--poll.interval", "1s", "--web.listen-address", f"127.0.0.1:{ports['exporter']}", "--web.config.file", str(work / "web.yml"), "--web.enable-lifecycle"], logs)
         processes.append(exporter)
         sim_url = wait_for("the demo exchange's address", lambda: re.search(r"exchange=(http://\S+)", (logs / "exporter.log").read_text()), 30).group(1)
         processes.append(start("prometheus", ["prometheus", f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'tsdb'}", f"--web.listen-address=127.0.0.1:{ports['prometheus']}"], logs))
@@ -303,6 +329,7 @@ def main():
         check_coin_join(prom, report)
         latency = check_liquidation_alert(prom, sim_url, report)
         check_quiet(prom, report)
+        check_reload(prom, exporter, work, exporter_url, report)
     except (AssertionError, QueryError) as error:
         print("\n".join(report))
         print(f"E2E FAILED: {error}\nlogs in {logs}", file=sys.stderr)
