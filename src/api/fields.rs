@@ -44,23 +44,13 @@ impl FieldValue for bool {
     }
 }
 
-/// Milliseconds since the epoch.
+/// Milliseconds: a time since the epoch, or a duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Millis(pub i64);
 
 impl FieldValue for Millis {
     fn decode(value: Json<'_>) -> Result<Self, &'static str> {
         integer(value).map(Millis)
-    }
-}
-
-/// A duration in milliseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DurationMillis(pub i64);
-
-impl FieldValue for DurationMillis {
-    fn decode(value: Json<'_>) -> Result<Self, &'static str> {
-        integer(value).map(DurationMillis)
     }
 }
 

@@ -1,6 +1,6 @@
 //! Typed models of the two answers (spec sections 2.1 to 2.5) and their lenient decoding.
 
-use super::fields::{record, DecodeProblem, DurationMillis, FieldReader, Millis};
+use super::fields::{record, DecodeProblem, FieldReader, Millis};
 use super::json::{Json, JsonObject};
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ pub const BUSINESS_TYPES: [&str; 21] = [
 ];
 
 /// One ledger entry (spec 2.1).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Bill {
     /// Exact id text: ids exceed 2^53 and ids one apart are different bills.
     pub id: String,
@@ -161,7 +161,7 @@ record! {
         numbers {
             is_system_account: bool,
             create_order_rate_limit_per_minute: Decimal,
-            create_order_delay_milliseconds: DurationMillis,
+            create_order_delay_milliseconds: Millis,
             created_time: Millis,
             updated_time: Millis,
         }
@@ -437,7 +437,7 @@ mod tests {
         assert!(problems.is_empty(), "{problems:?}");
         let account = info.account.unwrap();
         assert_eq!(account.fields.status.as_deref(), Some("NORMAL"));
-        assert_eq!(account.fields.create_order_delay_milliseconds, Some(DurationMillis(0)));
+        assert_eq!(account.fields.create_order_delay_milliseconds, Some(Millis(0)));
         assert_eq!(account.default_fee_setting, None);
         let fee = account.fee_settings.get("10000001").unwrap();
         assert_eq!(fee.taker_fee_rate, Some(Decimal::from_str("0.0006").unwrap()));

@@ -8,7 +8,7 @@
 //! position's series disappear at the next poll.
 
 use super::format::{Family, Lines, RenderedLabels};
-use crate::api::fields::{DurationMillis, Millis};
+use crate::api::fields::Millis;
 use crate::api::model::{Account, AccountInfo, ByContract};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
 use crate::api::Coins;
@@ -276,12 +276,6 @@ impl GaugeValue for Millis {
     }
 }
 
-impl GaugeValue for DurationMillis {
-    fn gauge(&self) -> Decimal {
-        Decimal::new(self.0, 3)
-    }
-}
-
 fn value<T: GaugeValue>(field: &Option<T>) -> Option<Decimal> {
     field.as_ref().map(GaugeValue::gauge)
 }
@@ -376,59 +370,39 @@ struct FeeGroup {
     members: &'static [(&'static str, Read<FeeSetting>)],
 }
 
-const FEE_GROUPS: [FeeGroup; 6] = [
-    FeeGroup {
-        per_contract: Family::gauge("capi_account_fee_rate", "Fee rate by role, per futures contract"),
-        default: Family::gauge(
-            "capi_account_default_fee_rate",
-            "Default fee rate by role, for contracts without a setting of their own",
-        ),
-        label: "role",
-        members: &[("taker", |f| value(&f.taker_fee_rate)), ("maker", |f| value(&f.maker_fee_rate))],
-    },
-    FeeGroup {
-        per_contract: Family::gauge("capi_account_fee_rate_set", "Whether fee rates are set (1) or not (0)"),
-        default: Family::gauge("capi_account_default_fee_rate_set", "Whether default fee rates are set (1) or not (0)"),
-        label: "",
-        members: &[("", |f| value(&f.is_set_fee_rate))],
-    },
-    FeeGroup {
-        per_contract: Family::gauge("capi_account_fee_discount", "Fee rate discount"),
-        default: Family::gauge("capi_account_default_fee_discount", "Default fee rate discount"),
-        label: "",
-        members: &[("", |f| value(&f.fee_discount))],
-    },
-    FeeGroup {
-        per_contract: Family::gauge(
-            "capi_account_fee_discount_set",
-            "Whether fee discounts are enabled (1) or not (0)",
-        ),
-        default: Family::gauge(
-            "capi_account_default_fee_discount_set",
-            "Whether default fee discounts are enabled (1) or not (0)",
-        ),
-        label: "",
-        members: &[("", |f| value(&f.is_set_fee_discount))],
-    },
-    FeeGroup {
-        per_contract: Family::gauge("capi_account_fee_role_discount", "Fee rate discount by role"),
-        default: Family::gauge("capi_account_default_fee_role_discount", "Default fee rate discount by role"),
-        label: "role",
-        members: &[("taker", |f| value(&f.taker_fee_discount)), ("maker", |f| value(&f.maker_fee_discount))],
-    },
-    FeeGroup {
-        per_contract: Family::gauge(
-            "capi_account_fee_role_discount_set",
-            "Whether separate taker and maker discounts apply (1) or not (0)",
-        ),
-        default: Family::gauge(
-            "capi_account_default_fee_role_discount_set",
-            "Whether separate default taker and maker discounts apply (1) or not (0)",
-        ),
-        label: "",
-        members: &[("", |f| value(&f.is_set_taker_maker_fee_discount))],
-    },
-];
+/// `per-contract family, help / default family, help, label [member => field, ...];`
+macro_rules! fee_groups {
+    ($($name:literal, $help:literal / $default:literal, $default_help:literal, $label:literal
+        [$($member:literal => $field:ident),*];)*) => {
+        [$(FeeGroup {
+            per_contract: Family::gauge($name, $help),
+            default: Family::gauge($default, $default_help),
+            label: $label,
+            members: &[$(($member, |f| value(&f.$field))),*],
+        },)*]
+    };
+}
+
+const FEE_GROUPS: [FeeGroup; 6] = fee_groups! {
+    "capi_account_fee_rate", "Fee rate by role, per futures contract"
+        / "capi_account_default_fee_rate", "Default fee rate by role, for contracts without a setting of their own",
+        "role" ["taker" => taker_fee_rate, "maker" => maker_fee_rate];
+    "capi_account_fee_rate_set", "Whether fee rates are set (1) or not (0)"
+        / "capi_account_default_fee_rate_set", "Whether default fee rates are set (1) or not (0)",
+        "" ["" => is_set_fee_rate];
+    "capi_account_fee_discount", "Fee rate discount"
+        / "capi_account_default_fee_discount", "Default fee rate discount",
+        "" ["" => fee_discount];
+    "capi_account_fee_discount_set", "Whether fee discounts are enabled (1) or not (0)"
+        / "capi_account_default_fee_discount_set", "Whether default fee discounts are enabled (1) or not (0)",
+        "" ["" => is_set_fee_discount];
+    "capi_account_fee_role_discount", "Fee rate discount by role"
+        / "capi_account_default_fee_role_discount", "Default fee rate discount by role",
+        "role" ["taker" => taker_fee_discount, "maker" => maker_fee_discount];
+    "capi_account_fee_role_discount_set", "Whether separate taker and maker discounts apply (1) or not (0)"
+        / "capi_account_default_fee_role_discount_set", "Whether separate default taker and maker discounts apply (1) or not (0)",
+        "" ["" => is_set_taker_maker_fee_discount];
+};
 
 /// The `kind` label of `capi_account_leverage_setting`, and its field.
 const LEVERAGE_KINDS: [(&str, Read<LeverageSetting>); 4] = [
@@ -496,7 +470,7 @@ mod tests {
     #[test]
     fn millisecond_fields_are_shown_in_seconds() {
         assert_eq!(Millis(1_713_339_011_237).gauge(), Decimal::new(1_713_339_011_237, 3));
-        assert_eq!(DurationMillis(250).gauge(), Decimal::new(250, 3));
+        assert_eq!(Millis(250).gauge(), Decimal::new(250, 3));
         assert_eq!((true.gauge(), false.gauge()), (Decimal::ONE, Decimal::ZERO));
     }
 

@@ -50,11 +50,18 @@ enum Filter {
 }
 
 impl Filter {
-    fn business_type(&self) -> Option<&str> {
+    /// The business type, coin and symbol the filter asks for, each if it does.
+    fn parts(&self) -> [Option<&String>; 3] {
         match self {
-            Filter::All => None,
-            Filter::Type(t) | Filter::Coin(t, _) | Filter::Symbol(t, _, _) => Some(t),
+            Filter::All => [None, None, None],
+            Filter::Type(t) => [Some(t), None, None],
+            Filter::Coin(t, c) => [Some(t), Some(c), None],
+            Filter::Symbol(t, c, s) => [Some(t), Some(c), Some(s)],
         }
+    }
+
+    fn business_type(&self) -> Option<&str> {
+        self.parts()[0].map(String::as_str)
     }
 
     /// Whether a bill with these values answers a query with this filter.
@@ -65,22 +72,9 @@ impl Filter {
     /// The first field, as the exchange names it, in which a bill with these values does not
     /// answer a query with this filter.
     fn mismatch(&self, business_type: &str, coin: &str, symbol: &str) -> Option<&'static str> {
-        let (want_type, want_coin, want_symbol) = match self {
-            Filter::All => (None, None, None),
-            Filter::Type(t) => (Some(t), None, None),
-            Filter::Coin(t, c) => (Some(t), Some(c), None),
-            Filter::Symbol(t, c, s) => (Some(t), Some(c), Some(s)),
-        };
-        let differs = |want: Option<&String>, value: &str| want.is_some_and(|want| want != value);
-        if differs(want_type, business_type) {
-            Some("businessType")
-        } else if differs(want_coin, coin) {
-            Some("coin")
-        } else if differs(want_symbol, symbol) {
-            Some("symbol")
-        } else {
-            None
-        }
+        let values = [("businessType", business_type), ("coin", coin), ("symbol", symbol)];
+        let differs = |(want, (_, value)): &(Option<&String>, (&str, &str))| want.is_some_and(|want| want != value);
+        self.parts().into_iter().zip(values).find(differs).map(|(_, (field, _))| field)
     }
 }
 
@@ -246,12 +240,7 @@ impl BillCursor {
 
     fn query_for(&self, task: &Task) -> BillQuery {
         let (start_time, end_time) = Self::sent_bounds(self.bounds, task);
-        let (business_type, coin, symbol) = match &task.filter {
-            Filter::All => (None, None, None),
-            Filter::Type(t) => (Some(t.clone()), None, None),
-            Filter::Coin(t, c) => (Some(t.clone()), Some(c.clone()), None),
-            Filter::Symbol(t, c, s) => (Some(t.clone()), Some(c.clone()), Some(s.clone())),
-        };
+        let [business_type, coin, symbol] = task.filter.parts().map(|part| part.cloned());
         BillQuery { coin, symbol, business_type, start_time, end_time, limit: self.page_size }
     }
 

@@ -27,26 +27,6 @@ pub struct Shortfall {
     pub loss: Loss,
 }
 
-/// What a query filters on, of one bill found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Found {
-    ctime_ms: i64,
-    business_type: String,
-    coin: String,
-    symbol: String,
-}
-
-impl Found {
-    fn of(bill: &Bill) -> Self {
-        Self {
-            ctime_ms: bill.ctime_ms,
-            business_type: bill.business_type.clone(),
-            coin: bill.coin.clone(),
-            symbol: bill.symbol.clone(),
-        }
-    }
-}
-
 /// A query that came back full: its filter and the bounds it was sent with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct FullQuery {
@@ -59,7 +39,7 @@ struct FullQuery {
 pub(super) struct Crowded {
     pub(super) ms: i64,
     /// Every bill any of its answers showed, by id.
-    found: HashMap<String, Found>,
+    found: HashMap<String, Bill>,
     full: Vec<FullQuery>,
 }
 
@@ -71,7 +51,7 @@ impl Crowded {
     /// Takes the answer to one of its queries, sent with bounds `sent`.
     pub(super) fn record(&mut self, filter: &Filter, sent: (i64, i64), page: &BillPage) {
         for bill in &page.items {
-            self.found.entry(bill.id.clone()).or_insert_with(|| Found::of(bill));
+            self.found.entry(bill.id.clone()).or_insert_with(|| bill.clone());
         }
         if page.has_next_page {
             self.full.push(FullQuery { filter: filter.clone(), sent });
