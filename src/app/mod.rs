@@ -20,6 +20,7 @@ use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
@@ -50,10 +51,11 @@ pub async fn run(
     reread: Reread,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), RunError> {
-    // First: a stray signal during a long start (a large state file) must not end it either, and
-    // a SIGHUP then reloads once the start is done.
+    // First: a stray signal during a long start (a large state file) must not end it either.
     ignore_stray_signals();
-    let hangups = Hangups::listen();
+    // SIGHUP reloads: listened for from the start, so that one sent during a long start neither
+    // ends the process (its default action) nor is lost.
+    let hangups = signal(SignalKind::hangup()).ok();
     let (base_url, demo_accounts, demo) = resolve_accounts(&config).await?;
     let wiring = Wiring {
         http: Client::http_pool(config.timeout),
@@ -195,7 +197,7 @@ impl Reloader {
     async fn serve(
         mut self,
         mut requests: mpsc::Receiver<ReloadRequest>,
-        mut hangups: Hangups,
+        mut hangups: Option<Signal>,
         mut stop: oneshot::Receiver<()>,
     ) -> Fleet {
         loop {
@@ -204,7 +206,7 @@ impl Reloader {
                 Some(answer) = requests.recv() => {
                     let _ = answer.send(self.reload().await.map_err(|error| error.to_string()));
                 }
-                Some(()) = hangups.recv() => {
+                Some(()) = next_delivery(&mut hangups) => {
                     info!("SIGHUP received: reloading the configuration files");
                     let _ = self.reload().await;
                 }
@@ -372,13 +374,13 @@ fn open_state(path: &std::path::Path) -> Result<StateStore, StateError> {
 /// SIGUSR1, SIGUSR2 and SIGALRM would end the process (their default action), yet nothing here
 /// uses them: they are logged and ignored.
 fn ignore_stray_signals() {
-    #[cfg(unix)]
-    for (kind, name) in [
-        (tokio::signal::unix::SignalKind::user_defined1(), "SIGUSR1"),
-        (tokio::signal::unix::SignalKind::user_defined2(), "SIGUSR2"),
-        (tokio::signal::unix::SignalKind::alarm(), "SIGALRM"),
-    ] {
-        if let Ok(mut signal) = tokio::signal::unix::signal(kind) {
+    let stray = [
+        (SignalKind::user_defined1(), "SIGUSR1"),
+        (SignalKind::user_defined2(), "SIGUSR2"),
+        (SignalKind::alarm(), "SIGALRM"),
+    ];
+    for (kind, name) in stray {
+        if let Ok(mut signal) = signal(kind) {
             tokio::spawn(async move {
                 while signal.recv().await.is_some() {
                     info!(signal = name, "signal received and ignored");
@@ -388,46 +390,20 @@ fn ignore_stray_signals() {
     }
 }
 
-/// SIGHUP, which reloads. Listened for from the start, so that one sent during a long start
-/// neither ends the process (its default action) nor is lost.
-struct Hangups(#[cfg(unix)] Option<tokio::signal::unix::Signal>);
-
-impl Hangups {
-    fn listen() -> Self {
-        #[cfg(unix)]
-        return Self(tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()).ok());
-        #[cfg(not(unix))]
-        Self()
-    }
-
-    async fn recv(&mut self) -> Option<()> {
-        #[cfg(unix)]
-        if let Some(signal) = &mut self.0 {
-            return signal.recv().await;
-        }
-        std::future::pending().await
+/// The next delivery of a signal listened for; never, if it could not be listened for.
+async fn next_delivery(signal: &mut Option<Signal>) -> Option<()> {
+    match signal {
+        Some(signal) => signal.recv().await,
+        None => std::future::pending().await,
     }
 }
 
 /// Completes on Ctrl-C or SIGTERM.
 pub async fn shutdown_signal() {
-    let interrupt = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(_) => std::future::pending().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
+    let mut terminate = signal(SignalKind::terminate()).ok();
     tokio::select! {
-        _ = interrupt => {}
-        _ = terminate => {}
+        _ = tokio::signal::ctrl_c() => {}
+        _ = next_delivery(&mut terminate) => {}
     }
 }
 
