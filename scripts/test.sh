@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test: the Rust unit, property and integration tests, the Prometheus rule unit tests,
+# Runs every test: the container image built and run with podman (scripts/check-container.sh),
+# the Rust unit, property and integration tests, the Prometheus rule unit tests,
 # the end-to-end test against real Prometheus and Alertmanager servers, the deployment file checks
 # (Kubernetes schemas, systemd, compose, Dockerfile), bounded fuzzing of every parser
 # (FUZZ_SECONDS per target, 10 by default), a bounded soak under scrape load (SOAK_SECONDS,
@@ -9,6 +10,10 @@
 # page's browser test) packages first when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# First, while the build directory is small: the container checks' images take 2 GB of disk,
+# removed at their end.
+bash scripts/check-container.sh
 
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)

@@ -39,6 +39,7 @@ struct SimCli {
     #[arg(long = "weight-per-10s", default_value_t = 0)]
     weight_per_10s: u32,
     /// Make up trades, funding and transfers every this many milliseconds; none when absent.
+    /// SIGUSR1 stops it for good, while the exchange keeps answering (a test's settled end).
     #[arg(long = "activity-tick-ms", value_parser = clap::value_parser!(u64).range(1..))]
     activity_tick_ms: Option<u64>,
 }
@@ -68,9 +69,18 @@ async fn run(cli: SimCli) -> anyhow::Result<()> {
     let activity = cli.activity_tick_ms.map(|ms| exchange.spawn_activity(cli.seed, Duration::from_millis(ms)));
     println!("capi_sim listening on http://{address} accounts={}", accounts.len());
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = terminate.recv() => {}
+    let mut stop_activity = signal(SignalKind::user_defined1()).context("cannot watch for SIGUSR1")?;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => break,
+            _ = terminate.recv() => break,
+            _ = stop_activity.recv() => {
+                if let Some(activity) = &activity {
+                    activity.abort();
+                    println!("capi_sim: activity stopped");
+                }
+            }
+        }
     }
     if let Some(activity) = activity {
         activity.abort();
