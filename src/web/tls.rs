@@ -175,7 +175,7 @@ impl TlsSettings {
     /// the field and the file, never the key's content.
     pub(crate) fn server_config(&self) -> Result<Arc<ServerConfig>, String> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let chain = self.certificate_chain()?;
+        let chain = certificates(&self.certificate)?;
         let key = self.private_key()?;
         let verifier = self.client_verifier(&provider)?;
         let mut config = ServerConfig::builder_with_provider(provider)
@@ -201,10 +201,6 @@ impl TlsSettings {
         [TlsVersion::Tls12, TlsVersion::Tls13].into_iter().filter(allowed).map(TlsVersion::rustls).collect()
     }
 
-    fn certificate_chain(&self) -> Result<Vec<CertificateDer<'static>>, String> {
-        certificates(&self.certificate)
-    }
-
     fn private_key(&self) -> Result<PrivateKeyDer<'static>, String> {
         let pem = self.key.read()?;
         // The PEM parser's messages may quote the file, so none of it goes into the error.
@@ -218,22 +214,22 @@ impl TlsSettings {
     }
 
     fn client_verifier(&self, provider: &Arc<CryptoProvider>) -> Result<Arc<dyn ClientCertVerifier>, String> {
-        let algorithms = provider.signature_verification_algorithms;
-        let verifier: Arc<dyn ClientCertVerifier> = match self.client_auth {
-            ClientAuth::NoClientCert => return Ok(WebPkiClientVerifier::no_client_auth()),
-            ClientAuth::RequestClientCert => Arc::new(AnyClientCertificate { mandatory: false, algorithms }),
-            ClientAuth::RequireAnyClientCert => Arc::new(AnyClientCertificate { mandatory: true, algorithms }),
-            ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert => {
-                let builder = WebPkiClientVerifier::builder_with_provider(self.client_roots()?, provider.clone());
-                let builder =
-                    if self.client_auth.requires_certificate() { builder } else { builder.allow_unauthenticated() };
-                builder.build().map_err(|error| format!("tls_server_config: client verification: {error}"))?
-            }
+        if self.client_auth == ClientAuth::NoClientCert {
+            return Ok(WebPkiClientVerifier::no_client_auth());
+        }
+        let ca = if self.client_auth.verifies_against_ca() {
+            // Whether a certificate is needed is `mandatory` below: rustls asks the outer verifier.
+            let builder = WebPkiClientVerifier::builder_with_provider(self.client_roots()?, provider.clone());
+            Some(builder.build().map_err(|error| format!("tls_server_config: client verification: {error}"))?)
+        } else {
+            None
         };
-        Ok(match &self.client_allowed_sans {
-            Some(allowed) => Arc::new(AllowedSans { inner: verifier, allowed: allowed.clone() }),
-            None => verifier,
-        })
+        Ok(Arc::new(ClientCertificates {
+            ca,
+            mandatory: self.client_auth.requires_certificate(),
+            allowed_sans: self.client_allowed_sans.clone(),
+            algorithms: provider.signature_verification_algorithms,
+        }))
     }
 
     fn client_roots(&self) -> Result<Arc<RootCertStore>, String> {
@@ -261,30 +257,42 @@ fn certificates(source: &PemSource) -> Result<Vec<CertificateDer<'static>>, Stri
     Ok(chain)
 }
 
-/// `RequestClientCert` and `RequireAnyClientCert`: takes any certificate, but the handshake
-/// still proves that the client holds its private key.
+/// The client certificate verifier of every type but `NoClientCert`. With a client CA, its
+/// verifier checks the certificate first; without one, any certificate is taken, but the handshake
+/// still proves that the client holds its private key. Then, with `client_allowed_sans`, one of
+/// the certificate's subject alternative names (DNS, e-mail, URI or IP) must equal an allowed value.
 #[derive(Debug)]
-struct AnyClientCertificate {
+struct ClientCertificates {
+    ca: Option<Arc<dyn ClientCertVerifier>>,
     mandatory: bool,
+    allowed_sans: Option<Vec<String>>,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-impl ClientCertVerifier for AnyClientCertificate {
+impl ClientCertVerifier for ClientCertificates {
     fn client_auth_mandatory(&self) -> bool {
         self.mandatory
     }
 
     fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        &[]
+        self.ca.as_ref().map_or(&[], |ca| ca.root_hint_subjects())
     }
 
     fn verify_client_cert(
         &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _now: UnixTime,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        now: UnixTime,
     ) -> Result<ClientCertVerified, rustls::Error> {
-        Ok(ClientCertVerified::assertion())
+        if let Some(ca) = &self.ca {
+            ca.verify_client_cert(end_entity, intermediates, now)?;
+        }
+        let error = match self.allowed_sans.as_ref().map(|allowed| certificate_allows(end_entity, allowed)) {
+            None | Some(Some(true)) => return Ok(ClientCertVerified::assertion()),
+            Some(Some(false)) => CertificateError::ApplicationVerificationFailure,
+            Some(None) => CertificateError::BadEncoding,
+        };
+        Err(rustls::Error::InvalidCertificate(error))
     }
 
     fn verify_tls12_signature(
@@ -308,14 +316,6 @@ impl ClientCertVerifier for AnyClientCertificate {
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
     }
-}
-
-/// `client_allowed_sans`: after the inner verifier accepts the certificate, one of its subject
-/// alternative names (DNS, e-mail, URI or IP) must equal one of the allowed values.
-#[derive(Debug)]
-struct AllowedSans {
-    inner: Arc<dyn ClientCertVerifier>,
-    allowed: Vec<String>,
 }
 
 /// Whether one of the certificate's subject alternative names equals an allowed value; `None` when
@@ -342,56 +342,6 @@ fn san_matches(name: &GeneralName, allowed: &str) -> bool {
 fn ip_address(octets: &[u8]) -> Option<IpAddr> {
     let v4 = <[u8; 4]>::try_from(octets).map(IpAddr::from);
     v4.or_else(|_| <[u8; 16]>::try_from(octets).map(IpAddr::from)).ok()
-}
-
-impl ClientCertVerifier for AllowedSans {
-    fn offer_client_auth(&self) -> bool {
-        self.inner.offer_client_auth()
-    }
-
-    fn client_auth_mandatory(&self) -> bool {
-        self.inner.client_auth_mandatory()
-    }
-
-    fn root_hint_subjects(&self) -> &[DistinguishedName] {
-        self.inner.root_hint_subjects()
-    }
-
-    fn verify_client_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        now: UnixTime,
-    ) -> Result<ClientCertVerified, rustls::Error> {
-        let verified = self.inner.verify_client_cert(end_entity, intermediates, now)?;
-        match certificate_allows(end_entity, &self.allowed) {
-            Some(true) => Ok(verified),
-            Some(_) => Err(rustls::Error::InvalidCertificate(CertificateError::ApplicationVerificationFailure)),
-            None => Err(rustls::Error::InvalidCertificate(CertificateError::BadEncoding)),
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
-    }
 }
 
 #[cfg(test)]
