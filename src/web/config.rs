@@ -26,7 +26,8 @@ use std::sync::Arc;
 
 /// A validated web configuration. Reading the certificates and keys it names happens in
 /// [`WebConfig::load`] and again when [`super::serve`] starts, never in [`WebConfig::parse`].
-#[derive(Clone)]
+/// Its Debug output shows no password hash and no inline key: their own Debug hides them.
+#[derive(Clone, Debug)]
 pub struct WebConfig {
     file: Option<PathBuf>,
     tls: Option<TlsSettings>,
@@ -97,7 +98,7 @@ impl WebConfig {
     /// `None` when the configuration asks for no TLS.
     pub fn tls_server_config(&self) -> Result<Option<Arc<rustls::ServerConfig>>, WebError> {
         let Some(tls) = &self.tls else { return Ok(None) };
-        let located = |problem: String| WebError::Config { file: self.file.clone(), problem };
+        let located = |problem: String| WebError { file: self.file.clone(), problem };
         tls.server_config().map(Some).map_err(located)
     }
 
@@ -116,19 +117,6 @@ impl WebConfig {
 
     pub(crate) fn rate_limit(&self) -> Option<RateLimit> {
         self.rate_limit
-    }
-}
-
-/// Shows no password hash and no inline key.
-impl fmt::Debug for WebConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("WebConfig")
-            .field("file", &self.file)
-            .field("tls", &self.tls)
-            .field("headers", &self.headers)
-            .field("basic_auth_users", &self.users.keys().collect::<Vec<_>>())
-            .field("rate_limit", &self.rate_limit)
-            .finish()
     }
 }
 
@@ -274,7 +262,7 @@ fn tls_warnings(raw: &RawTls) -> Vec<String> {
 fn client_auth(name: Option<&str>) -> Result<ClientAuth, WebError> {
     let Some(name) = name else { return Ok(ClientAuth::NoClientCert) };
     ClientAuth::from_name(name).ok_or_else(|| {
-        let known = ClientAuth::NAMES.join(", ");
+        let known = ClientAuth::NAMES.map(|(known, _)| known).join(", ");
         WebError::config(format!("tls_server_config.client_auth_type: unknown value {name:?}; use one of {known}"))
     })
 }
@@ -306,13 +294,7 @@ const ALLOWED_HEADERS: [(&str, &[&str]); 5] = [
 ];
 
 fn headers(raw: BTreeMap<String, String>) -> Result<Vec<(HeaderName, HeaderValue)>, WebError> {
-    let mut headers = Vec::with_capacity(raw.len());
-    for (name, value) in raw {
-        if let Some(header) = header(&name, &value)? {
-            headers.push(header);
-        }
-    }
-    Ok(headers)
+    raw.iter().filter_map(|(name, value)| header(name, value).transpose()).collect()
 }
 
 /// One configured header; `None` for a blank value of a free-form header ("unset if blank").

@@ -67,26 +67,25 @@ impl Default for WebSettings {
 }
 
 /// What can go wrong in this module: only setting up, since serving never fails as a whole
-/// (a bad client or a failed handshake closes that one connection).
+/// (a bad client or a failed handshake closes that one connection). The web configuration, or a
+/// certificate or key it names, is unusable.
 #[derive(Debug, thiserror::Error)]
-pub enum WebError {
-    /// The web configuration, or a certificate or key it names, is unusable. `file` is the web
-    /// configuration file when it was loaded from one; `problem` is one line that never holds a
-    /// secret.
-    #[error("web config{}: {problem}", describe_file(file))]
-    Config { file: Option<PathBuf>, problem: String },
+#[error("web config{}: {problem}", describe_file(file))]
+pub struct WebError {
+    /// The web configuration file when it was loaded from one.
+    pub file: Option<PathBuf>,
+    /// One line that never holds a secret.
+    pub problem: String,
 }
 
 impl WebError {
     fn config(problem: impl Into<String>) -> Self {
-        WebError::Config { file: None, problem: problem.into() }
+        WebError { file: None, problem: problem.into() }
     }
 
     /// Names the file the problem was found in, for errors found before the file was known.
     fn in_file(self, path: &std::path::Path) -> Self {
-        match self {
-            WebError::Config { problem, .. } => WebError::Config { file: Some(path.to_path_buf()), problem },
-        }
+        WebError { file: Some(path.to_path_buf()), ..self }
     }
 }
 

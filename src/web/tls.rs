@@ -33,24 +33,18 @@ pub(crate) enum ClientAuth {
 }
 
 impl ClientAuth {
-    pub(crate) const NAMES: [&'static str; 5] = [
-        "NoClientCert",
-        "RequestClientCert",
-        "RequireAnyClientCert",
-        "VerifyClientCertIfGiven",
-        "RequireAndVerifyClientCert",
+    pub(crate) const NAMES: [(&'static str, ClientAuth); 5] = [
+        ("NoClientCert", ClientAuth::NoClientCert),
+        ("RequestClientCert", ClientAuth::RequestClientCert),
+        ("RequireAnyClientCert", ClientAuth::RequireAnyClientCert),
+        ("VerifyClientCertIfGiven", ClientAuth::VerifyClientCertIfGiven),
+        ("RequireAndVerifyClientCert", ClientAuth::RequireAndVerifyClientCert),
     ];
 
     pub(crate) fn from_name(name: &str) -> Option<ClientAuth> {
-        match name {
-            "NoClientCert" => Some(ClientAuth::NoClientCert),
-            "RequestClientCert" => Some(ClientAuth::RequestClientCert),
-            // "RequireClientCert" is the old name exporter-toolkit still accepts.
-            "RequireAnyClientCert" | "RequireClientCert" => Some(ClientAuth::RequireAnyClientCert),
-            "VerifyClientCertIfGiven" => Some(ClientAuth::VerifyClientCertIfGiven),
-            "RequireAndVerifyClientCert" => Some(ClientAuth::RequireAndVerifyClientCert),
-            _ => None,
-        }
+        // "RequireClientCert" is the old name exporter-toolkit still accepts.
+        let name = if name == "RequireClientCert" { "RequireAnyClientCert" } else { name };
+        Self::NAMES.iter().find(|(known, _)| *known == name).map(|(_, client_auth)| *client_auth)
     }
 
     fn verifies_against_ca(self) -> bool {
