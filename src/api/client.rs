@@ -39,23 +39,14 @@ impl Endpoint {
     pub const ALL: [Endpoint; 2] = [Endpoint::Bills, Endpoint::Account];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Endpoint::Bills => "bills",
-            Endpoint::Account => "account",
-        }
+        self.route().0
     }
 
-    fn path(self) -> &'static str {
+    /// The label, and the method and path of the endpoint's requests.
+    fn route(self) -> (&'static str, Method, &'static str) {
         match self {
-            Endpoint::Bills => BILLS_PATH,
-            Endpoint::Account => ACCOUNT_PATH,
-        }
-    }
-
-    fn method(self) -> Method {
-        match self {
-            Endpoint::Bills => Method::POST,
-            Endpoint::Account => Method::GET,
+            Endpoint::Bills => ("bills", Method::POST, BILLS_PATH),
+            Endpoint::Account => ("account", Method::GET, ACCOUNT_PATH),
         }
     }
 }
@@ -197,7 +188,7 @@ impl Client {
         query: &str,
         body: Vec<u8>,
     ) -> Result<Answer<T>, ApiError> {
-        let (method, path) = (format.endpoint.method(), format.endpoint.path());
+        let (_, method, path) = format.endpoint.route();
         let timestamp = self.clock.now_ms().to_string();
         let signature = sign(self.credentials.secret.expose(), &timestamp, method.as_str(), path, query, &body);
         let mut request = Request::new(Full::new(Bytes::from(body)));
@@ -276,8 +267,9 @@ async fn read_limited(body: hyper::body::Incoming) -> Result<Bytes, ApiError> {
 
 /// `<base_url><endpoint path>[?<query>]`.
 fn endpoint_uri(base_url: &str, endpoint: Endpoint, query: &str) -> Result<Uri, ApiError> {
+    let (_, _, path) = endpoint.route();
     let separator = if query.is_empty() { "" } else { "?" };
-    Uri::try_from(format!("{base_url}{}{separator}{query}", endpoint.path()))
+    Uri::try_from(format!("{base_url}{path}{separator}{query}"))
         .map_err(|e| ApiError::Transport(format!("the exchange address {base_url:?} is not a URL: {e}")))
 }
 

@@ -104,22 +104,11 @@ pub const CLOCK_SKEW_CODE: &str = "40008";
 /// Codes that mean the key, its signature or its permissions are not accepted: retrying the same
 /// request cannot help, a person has to act.
 pub fn is_auth_code(code: &str) -> bool {
-    matches!(
-        code,
-        "40001"
-            | "40002"
-            | "40003"
-            | "40005"
-            | "40006"
-            | "40008"
-            | "40009"
-            | "40011"
-            | "40012"
-            | "40013"
-            | "40014"
-            | "40016"
-            | "40018"
-    )
+    const AUTH_CODES: [&str; 13] = [
+        "40001", "40002", "40003", "40005", "40006", "40008", "40009", "40011", "40012", "40013", "40014", "40016",
+        "40018",
+    ];
+    AUTH_CODES.contains(&code)
 }
 
 /// What each documented error code means, for logs that a person can act on.
