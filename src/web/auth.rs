@@ -17,7 +17,6 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use subtle::ConstantTimeEq;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -84,8 +83,8 @@ pub(crate) struct BasicAuth {
     remembered: Remembered,
     refused: Remembered,
     bcrypt_turn: Arc<Semaphore>,
-    /// Checks waiting for their turn or running.
-    checks: Arc<AtomicUsize>,
+    /// A place for each check waiting for its turn or running.
+    checks: Semaphore,
 }
 
 impl BasicAuth {
@@ -99,7 +98,7 @@ impl BasicAuth {
             remembered: Remembered::new(REMEMBERED_LOGINS),
             refused: Remembered::new(REMEMBERED_FAILURES),
             bcrypt_turn: Arc::new(Semaphore::new(1)),
-            checks: Arc::new(AtomicUsize::new(0)),
+            checks: Semaphore::new(MAX_WAITING_CHECKS + 1),
         })
     }
 
@@ -110,7 +109,7 @@ impl BasicAuth {
         if let Some(known) = fingerprint.as_ref().and_then(|f| self.remembered_verdict(f)) {
             return known;
         }
-        let Some(_waiting) = CheckSlot::take(&self.checks) else { return Verdict::Busy };
+        let Ok(_place) = self.checks.try_acquire() else { return Verdict::Busy };
         let Ok(turn) = self.bcrypt_turn.clone().acquire_owned().await else { return Verdict::Closing };
         // The same credentials may have been checked while these waited.
         if let Some(known) = fingerprint.as_ref().and_then(|f| self.remembered_verdict(f)) {
@@ -165,23 +164,6 @@ async fn verify(turn: OwnedSemaphorePermit, password: Vec<u8>, hash: PasswordHas
         bcrypt::verify(password, &hash.0).unwrap_or(false)
     });
     check.await.unwrap_or(false)
-}
-
-/// A place among the checks waiting or running, given back when dropped.
-struct CheckSlot(Arc<AtomicUsize>);
-
-impl CheckSlot {
-    fn take(checks: &Arc<AtomicUsize>) -> Option<CheckSlot> {
-        let taken = checks.fetch_add(1, Ordering::AcqRel);
-        let slot = CheckSlot(checks.clone());
-        (taken <= MAX_WAITING_CHECKS).then_some(slot)
-    }
-}
-
-impl Drop for CheckSlot {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
-    }
 }
 
 /// Fingerprints of credentials, the oldest forgotten first.
