@@ -13,36 +13,17 @@ const THREADS: Family = Family::gauge("process_threads", "Number of OS threads i
 const OPEN_FDS: Family = Family::gauge("process_open_fds", "Number of open file descriptors");
 const MAX_FDS: Family = Family::gauge("process_max_fds", "Maximum number of open file descriptors");
 
-/// What `/proc` says about this process.
-#[derive(Debug, Default, PartialEq)]
-struct ProcessStats {
-    cpu_seconds: f64,
-    resident_bytes: f64,
-    virtual_bytes: f64,
-    start_time_seconds: f64,
-    threads: f64,
-    open_fds: f64,
-    max_fds: f64,
-}
-
 /// Writes the process families, if `/proc` can be read.
 pub(super) fn write(lines: &mut Lines) {
     let Ok(stats) = read() else { return };
     let no_labels: [(&str, &str); 0] = [];
-    lines.family(&CPU, [(no_labels, stats.cpu_seconds)]);
-    for (family, value) in [
-        (&RESIDENT, stats.resident_bytes),
-        (&VIRTUAL, stats.virtual_bytes),
-        (&START_TIME, stats.start_time_seconds),
-        (&THREADS, stats.threads),
-        (&OPEN_FDS, stats.open_fds),
-        (&MAX_FDS, stats.max_fds),
-    ] {
+    for (family, value) in stats {
         lines.family(family, [(no_labels, value)]);
     }
 }
 
-fn read() -> procfs::ProcResult<ProcessStats> {
+/// What `/proc` says about this process, family by family.
+fn read() -> procfs::ProcResult<[(&'static Family, f64); 7]> {
     let me = procfs::process::Process::myself()?;
     let stat = me.stat()?;
     let ticks = procfs::ticks_per_second() as f64;
@@ -50,15 +31,15 @@ fn read() -> procfs::ProcResult<ProcessStats> {
         procfs::process::LimitValue::Value(limit) => limit as f64,
         procfs::process::LimitValue::Unlimited => f64::INFINITY,
     };
-    Ok(ProcessStats {
-        cpu_seconds: (stat.utime + stat.stime) as f64 / ticks,
-        resident_bytes: (stat.rss * procfs::page_size()) as f64,
-        virtual_bytes: stat.vsize as f64,
-        start_time_seconds: procfs::boot_time_secs()? as f64 + stat.starttime as f64 / ticks,
-        threads: stat.num_threads as f64,
-        open_fds: me.fd_count()? as f64,
-        max_fds,
-    })
+    Ok([
+        (&CPU, (stat.utime + stat.stime) as f64 / ticks),
+        (&RESIDENT, (stat.rss * procfs::page_size()) as f64),
+        (&VIRTUAL, stat.vsize as f64),
+        (&START_TIME, procfs::boot_time_secs()? as f64 + stat.starttime as f64 / ticks),
+        (&THREADS, stat.num_threads as f64),
+        (&OPEN_FDS, me.fd_count()? as f64),
+        (&MAX_FDS, max_fds),
+    ])
 }
 
 #[cfg(test)]
@@ -68,16 +49,17 @@ mod tests {
     #[test]
     fn this_process_is_read_as_it_is() {
         let stats = read().unwrap();
+        let value = |family: &Family| stats.iter().find(|(read, _)| *read == family).unwrap().1;
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         let kib = |key: &str| -> f64 {
             let line = status.lines().find(|l| l.starts_with(key)).unwrap();
             line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() * 1024.0
         };
         // The kernel's own figures in /proc/self/status, read a moment later.
-        assert!((stats.resident_bytes - kib("VmRSS:")).abs() < 64.0 * 1024.0 * 1024.0);
-        assert_eq!(stats.virtual_bytes > 0.0, kib("VmSize:") > 0.0);
-        assert!(stats.threads >= 1.0 && stats.open_fds >= 3.0 && stats.max_fds >= stats.open_fds);
+        assert!((value(&RESIDENT) - kib("VmRSS:")).abs() < 64.0 * 1024.0 * 1024.0);
+        assert_eq!(value(&VIRTUAL) > 0.0, kib("VmSize:") > 0.0);
+        assert!(value(&THREADS) >= 1.0 && value(&OPEN_FDS) >= 3.0 && value(&MAX_FDS) >= value(&OPEN_FDS));
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
-        assert!(stats.start_time_seconds <= now && stats.start_time_seconds > now - 3_600.0);
+        assert!(value(&START_TIME) <= now && value(&START_TIME) > now - 3_600.0);
     }
 }
