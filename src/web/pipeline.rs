@@ -19,16 +19,10 @@ use std::sync::Arc;
 use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 
-/// The routes with every layer around them.
-pub(crate) struct Pipeline {
-    pub router: Router,
-    /// Closed at shutdown (see [`BasicAuth::close`]).
-    pub auth: Option<Arc<BasicAuth>>,
-}
-
-/// `router` with everything the web config and settings put around it. Each `layer` call wraps
-/// what came before, so the layers are added from the inside out.
-pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> Pipeline {
+/// `router` with everything the web config and settings put around it, and the basic auth among
+/// them, to close at shutdown (see [`BasicAuth::close`]). Each `layer` call wraps what came
+/// before, so the layers are added from the inside out.
+pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> (Router, Option<Arc<BasicAuth>>) {
     let config = settings.config.as_ref();
     // Basic auth comes inside the timeout, which bounds the wait for a bcrypt check, and outside
     // the routes' scrape limit, so that guesses slowed down by bcrypt never take scrapes' places.
@@ -46,7 +40,7 @@ pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> Pipeline {
     for (name, value) in config.map(|config| config.headers()).unwrap_or_default() {
         router = router.layer(SetResponseHeaderLayer::overriding(name.clone(), value.clone()));
     }
-    Pipeline { router, auth }
+    (router, auth)
 }
 
 async fn rate_limited(State(limiter): State<Arc<RateLimiter>>, request: Request, next: Next) -> Response {

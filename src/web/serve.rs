@@ -47,8 +47,8 @@ impl WebStack {
             Some(config) => config.tls_server_config()?.map(TlsAcceptor::from),
             None => None,
         };
-        let pipeline = super::pipeline::wrap(routes, &settings);
-        Ok(Arc::new(Self { router: pipeline.router, tls, auth: pipeline.auth, settings }))
+        let (router, auth) = super::pipeline::wrap(routes, &settings);
+        Ok(Arc::new(Self { router, tls, auth, settings }))
     }
 }
 
@@ -63,11 +63,10 @@ pub async fn serve(
 ) {
     // The flags' settings, which a reload does not change.
     let settings = stacks.borrow().settings.clone();
-    let connections = Arc::new(ConnectionSettings {
-        stacks,
-        http: http_builder(&settings),
-        handshake_timeout: non_zero(settings.header_read_timeout),
-    });
+    let mut http = http1::Builder::new();
+    http.timer(TokioTimer::new()).keep_alive(true).header_read_timeout(non_zero(settings.header_read_timeout));
+    let connections =
+        Arc::new(ConnectionSettings { stacks, http, handshake_timeout: non_zero(settings.header_read_timeout) });
     for listener in &listeners {
         log_start(listener, &settings);
     }
@@ -77,7 +76,9 @@ pub async fn serve(
     if let Some(auth) = &connections.stacks.borrow().auth {
         auth.close();
     }
-    drain(&mut running, drain_deadline(&settings)).await;
+    let deadline =
+        non_zero(settings.request_timeout).map_or(DRAIN_WITHOUT_REQUEST_TIMEOUT, |timeout| timeout + DRAIN_MARGIN);
+    drain(&mut running, deadline).await;
     info!("web server stopped");
 }
 
@@ -86,12 +87,6 @@ struct ConnectionSettings {
     stacks: watch::Receiver<Arc<WebStack>>,
     http: http1::Builder,
     handshake_timeout: Option<Duration>,
-}
-
-fn http_builder(settings: &WebSettings) -> http1::Builder {
-    let mut builder = http1::Builder::new();
-    builder.timer(TokioTimer::new()).keep_alive(true).header_read_timeout(non_zero(settings.header_read_timeout));
-    builder
 }
 
 fn non_zero(duration: Duration) -> Option<Duration> {
@@ -163,10 +158,6 @@ async fn accept_into(listener: TcpListener, handover: mpsc::Sender<(TcpStream, S
 fn is_connection_error(error: &std::io::Error) -> bool {
     use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
     matches!(error.kind(), ConnectionRefused | ConnectionAborted | ConnectionReset)
-}
-
-fn drain_deadline(settings: &WebSettings) -> Duration {
-    non_zero(settings.request_timeout).map_or(DRAIN_WITHOUT_REQUEST_TIMEOUT, |timeout| timeout + DRAIN_MARGIN)
 }
 
 /// Waits for the connections to close, up to `deadline`; then drops (aborts) the rest.

@@ -60,7 +60,7 @@ async fn beyond_max_requests_the_next_scrape_gets_503_at_once_and_is_counted() {
     let (started, gate, stats) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())), Arc::default());
     let closed = gate.clone().write_owned().await;
     let pipeline =
-        wrap(gated_router(started.clone(), gate, max, Arc::clone(&stats)), &settings(None, Duration::ZERO)).router;
+        wrap(gated_router(started.clone(), gate, max, Arc::clone(&stats)), &settings(None, Duration::ZERO)).0;
     let in_flight: Vec<_> = (0..max)
         .map(|_| {
             let pipeline = pipeline.clone();
@@ -93,7 +93,7 @@ async fn zero_max_requests_means_no_limit() {
     let parallel = 8;
     let (started, gate) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())));
     let closed = gate.clone().write_owned().await;
-    let pipeline = wrap(gated_router(started.clone(), gate, 0, Arc::default()), &settings(None, Duration::ZERO)).router;
+    let pipeline = wrap(gated_router(started.clone(), gate, 0, Arc::default()), &settings(None, Duration::ZERO)).0;
     let requests: Vec<_> = (0..parallel)
         .map(|_| {
             let pipeline = pipeline.clone();
@@ -122,7 +122,7 @@ async fn a_request_over_its_time_gets_503_and_frees_its_place() {
         }
     };
     let router = Router::new().route("/", limited(get(handler), 1, Arc::default()));
-    let pipeline = wrap(router, &settings(None, Duration::from_millis(100))).router;
+    let pipeline = wrap(router, &settings(None, Duration::from_millis(100))).0;
     let started = std::time::Instant::now();
     let response = tokio::time::timeout(PATIENCE, handle(&pipeline, request(None))).await.expect("timed out in time");
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -144,7 +144,7 @@ async fn basic_auth_guards_every_path_and_shows_nothing_of_the_page() {
         "basic_auth_users:\n  alice: '{}'\nhttp_server_config:\n  headers:\n    X-Frame-Options: deny\n",
         cheap_hash("wonderland")
     );
-    let pipeline = wrap(page(), &settings(Some(config(&text)), Duration::from_secs(5))).router;
+    let pipeline = wrap(page(), &settings(Some(config(&text)), Duration::from_secs(5))).0;
 
     let allowed = handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await;
     assert_eq!(allowed.status(), StatusCode::OK);
@@ -168,8 +168,7 @@ async fn basic_auth_guards_every_path_and_shows_nothing_of_the_page() {
 #[tokio::test]
 async fn the_rate_limit_answers_429() {
     let pipeline =
-        wrap(page(), &settings(Some(config("rate_limit:\n  interval: 1h\n  burst: 2\n")), Duration::from_secs(5)))
-            .router;
+        wrap(page(), &settings(Some(config("rate_limit:\n  interval: 1h\n  burst: 2\n")), Duration::from_secs(5))).0;
     assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK);
     assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK);
     assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -181,7 +180,7 @@ async fn wrong_credentials_are_refused_before_they_can_take_a_place() {
     let closed = gate.clone().write_owned().await;
     let text = format!("basic_auth_users:\n  alice: '{}'\n", cheap_hash("wonderland"));
     let router = gated_router(started.clone(), gate, 1, Arc::default());
-    let pipeline = wrap(router, &settings(Some(config(&text)), Duration::from_secs(5))).router;
+    let pipeline = wrap(router, &settings(Some(config(&text)), Duration::from_secs(5))).0;
     let holder = tokio::spawn({
         let pipeline = pipeline.clone();
         async move { handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await }
