@@ -4,7 +4,6 @@
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 pub const REVISION: &str = env!("CAPI_REVISION");
 pub const BRANCH: &str = env!("CAPI_BRANCH");
-pub const BUILD_DATE: &str = env!("CAPI_BUILD_DATE");
 pub const RUST_VERSION: &str = env!("CAPI_RUST_VERSION");
 
 /// What `--version` prints after the program's name, laid out as node_exporter's.
