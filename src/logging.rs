@@ -1,7 +1,7 @@
 //! Log output in logfmt (default) or JSON. Only this crate logs at the chosen level; libraries
 //! log warnings and errors only, so that `--log.level debug` stays readable.
 
-use crate::config::{LogFormat, LogLevel};
+use crate::config::LogFormat;
 use serde_json::Value;
 use std::fmt;
 use tracing::field::{Field, Visit};
@@ -15,13 +15,7 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::util::SubscriberInitExt;
 
 /// Installs the global subscriber, writing to standard error.
-pub fn init(level: LogLevel, format: LogFormat) {
-    let level = match level {
-        LogLevel::Error => LevelFilter::ERROR,
-        LogLevel::Warn => LevelFilter::WARN,
-        LogLevel::Info => LevelFilter::INFO,
-        LogLevel::Debug => LevelFilter::DEBUG,
-    };
+pub fn init(level: LevelFilter, format: LogFormat) {
     let filter = Targets::new().with_target(env!("CARGO_CRATE_NAME"), level).with_default(level.min(LevelFilter::WARN));
     let layer = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(false);
     tracing_subscriber::registry().with(filter).with(layer.event_format(Lines(format))).init();

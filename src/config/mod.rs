@@ -8,12 +8,14 @@ pub mod shard;
 use crate::api::{Coins, Credentials, Secret};
 use crate::duration::parse_prometheus;
 use crate::web::{WebConfig, WebSettings};
+use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Parser, ValueEnum};
 pub use file::parse_accounts;
 use shard::Shard;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
+use tracing::level_filters::LevelFilter;
 
 /// Looks up an environment variable; injected so that tests need not touch the real environment.
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -38,14 +40,6 @@ pub enum ConfigError {
 pub enum LogFormat {
     Logfmt,
     Json,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogLevel {
-    Error,
-    Warn,
-    Info,
-    Debug,
 }
 
 /// Command-line flags. Every flag can also come from the environment variable it names.
@@ -125,8 +119,9 @@ pub struct Cli {
     #[arg(long = "web.telemetry-path", env = "CAPI_WEB_TELEMETRY_PATH", default_value = "/metrics")]
     pub web_telemetry_path: String,
     /// Least severe log level written.
-    #[arg(long = "log.level", env = "CAPI_LOG_LEVEL", default_value = "info", value_enum)]
-    pub log_level: LogLevel,
+    #[arg(long = "log.level", env = "CAPI_LOG_LEVEL", default_value = "info",
+        value_parser = PossibleValuesParser::new(["error", "warn", "info", "debug"]).try_map(|l| l.parse::<LevelFilter>()))]
+    pub log_level: LevelFilter,
     /// Log line format.
     #[arg(long = "log.format", env = "CAPI_LOG_FORMAT", default_value = "logfmt", value_enum)]
     pub log_format: LogFormat,
