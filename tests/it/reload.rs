@@ -126,6 +126,8 @@ async fn sighup_changes_the_accounts_and_keeps_the_counts_of_those_that_stay() {
     setup.write_accounts(&[("a", "2,1"), ("c", "2")]);
     exporter.signal("HUP");
     wait_logged(&exporter, "configuration reloaded", 1);
+    // c counts bills created from its first poll on: its trade comes after that poll.
+    exporter.wait_for("c polled", |s| up(s, "c") == Some(1.0)).await;
     setup.add_trade("a");
     setup.add_trade("c");
     let after = exporter
