@@ -55,19 +55,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# run_check NAME COMMAND...: runs the command with its output to a log; prints OK, or FAIL and
-# the log.
-run_check() {
-    local name=$1
-    shift
-    if "$@" >"$tmp/log" 2>&1; then
-        echo "OK   $name"
-    else
-        sed 's/^/       /' "$tmp/log"
-        echo "FAIL $name"
-        failed+=("$name")
-    fi
-}
+# shellcheck source=run_check.sh
+source "$ROOT/scripts/run_check.sh"
 
 # wait_until SECONDS COMMAND...: runs the command every half second until it succeeds.
 wait_until() {

@@ -23,19 +23,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 failed=()
 
-# run_check NAME COMMAND...: runs the command with its output to a log; prints OK, or FAIL and
-# the log.
-run_check() {
-    local name=$1
-    shift
-    if "$@" >"$tmp/log" 2>&1; then
-        echo "OK   $name"
-    else
-        sed 's/^/       /' "$tmp/log"
-        echo "FAIL $name"
-        failed+=("$name")
-    fi
-}
+# shellcheck source=run_check.sh
+source "$ROOT/scripts/run_check.sh"
 
 # --- tools -------------------------------------------------------------------------------------
 sudo=""

@@ -1,0 +1,14 @@
+# Sourced by the check scripts: `run_check NAME COMMAND...` runs the command with its output to
+# "$tmp/log"; prints OK, or FAIL and the log, and adds NAME to the array `failed`. The script
+# sets `tmp` (a folder of its own) and `failed=()` first.
+run_check() {
+    local name=$1
+    shift
+    if "$@" >"$tmp/log" 2>&1; then
+        echo "OK   $name"
+    else
+        sed 's/^/       /' "$tmp/log"
+        echo "FAIL $name"
+        failed+=("$name")
+    fi
+}
