@@ -186,7 +186,7 @@ run_check "the process runs as user 65532 (nonroot), not root" non_root
 # the counters where they were.
 survives_stop_and_start() {
     local before started took after
-    wait_until 60 counted_at_least "$port" 1 || return 1
+    wait_until 90 counted_at_least "$port" 2 || return 1
     before=$(metrics | bills_total)
     started=$(date +%s%N)
     podman stop -t "$GRACE" "$NAME" >/dev/null || return 1

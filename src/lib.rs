@@ -7,7 +7,7 @@
 //! - [`snapshot`]: what the pollers publish and the exposition reads;
 //! - [`exposition`]: snapshots to the page scrapers read, in the format each asks for;
 //! - [`web`]: the HTTP endpoints and the server around them (TLS, auth, limits);
-//! - [`app`]: wires them together;
+//! - [`app`]: wires them together, and reloads the configuration files;
 //! - [`config`]: flags, environment and files, validated once at start;
 //! - [`duration`]: the two duration notations the configuration reads;
 //! - [`logging`]: logfmt or JSON logs;
