@@ -81,24 +81,16 @@ impl Fleet {
             .filter(|(_, setup)| setup.is_none())
             .map(|(w, _)| w.account.name.as_str())
             .collect();
-        let mut before: BTreeMap<String, Running> =
-            self.running.drain(..).map(|running| (running.wanted.account.name.clone(), running)).collect();
-        let ending: Vec<String> = before.keys().filter(|name| !unchanged.contains(name.as_str())).cloned().collect();
-        for name in &ending {
-            let _ = before[name].stop.send(true);
-        }
-        let mut checkpoints = BTreeMap::new();
-        for name in ending {
-            if let Some(running) = before.remove(&name) {
-                let _ = running.task.await;
-                checkpoints.insert(name, running.checkpoint);
-            }
-        }
+        let (kept, ending): (Vec<Running>, Vec<Running>) =
+            self.running.drain(..).partition(|running| unchanged.contains(running.wanted.account.name.as_str()));
+        let mut kept: BTreeMap<String, Running> =
+            kept.into_iter().map(|running| (running.wanted.account.name.clone(), running)).collect();
+        let mut checkpoints = end(ending).await;
         let count = wanted.len();
         for (index, (wanted, setup)) in wanted.into_iter().zip(setups).enumerate() {
             let name = wanted.account.name.clone();
             let running = match setup {
-                None => before.remove(&name),
+                None => kept.remove(&name),
                 Some(setup) => {
                     let slot = setup.slot.clone();
                     let supervisor = match checkpoints.remove(&name) {
@@ -139,14 +131,23 @@ impl Fleet {
     /// Stops every poller (a poll in progress is abandoned: the state file holds the last
     /// complete one), then the pollers' thread.
     pub async fn stop(mut self) {
-        for running in &self.running {
-            let _ = running.stop.send(true);
-        }
-        for running in self.running.drain(..) {
-            let _ = running.task.await;
-        }
+        end(self.running.drain(..).collect()).await;
         if let Some(end) = self.end.take() {
             let _ = end.send(());
         }
     }
+}
+
+/// Stops these pollers, all at once, and waits for each to end; returns where each had got to,
+/// by account.
+async fn end(pollers: Vec<Running>) -> BTreeMap<String, Arc<Mutex<Checkpoint>>> {
+    for poller in &pollers {
+        let _ = poller.stop.send(true);
+    }
+    let mut checkpoints = BTreeMap::new();
+    for poller in pollers {
+        let _ = poller.task.await;
+        checkpoints.insert(poller.wanted.account.name, poller.checkpoint);
+    }
+    checkpoints
 }

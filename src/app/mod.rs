@@ -91,7 +91,7 @@ pub async fn run(
     });
     let (stacks, stack) = watch::channel(WebStack::new(routes.clone(), config.web.clone())?);
     log_serving(&config, &listeners, fleet.slots().len());
-    let reloader = Reloader { reread, config, wiring, fleet, expositions, stacks, routes };
+    let reloader = Reloader { reread, wiring, fleet, expositions, stacks, routes };
     let (stop_reloads, reloads_stopped) = oneshot::channel();
     let reloading = tokio::spawn(reloader.serve(requests, hangups, reloads_stopped));
     web::serve(listeners, stack, shutdown).await;
@@ -137,9 +137,6 @@ impl Wiring {
         }
         let settings = poll_settings(config, &accounts);
         warn_unnamed_coins(&accounts, &config.coins);
-        for warning in config.web.config.iter().flat_map(|web| web.warnings()) {
-            warn!(problem = %warning, "the web config asks for something that is not honoured as written");
-        }
         let wanted = accounts.into_iter().map(|account| Wanted { account, settings: settings.clone() }).collect();
         (wanted, settings)
     }
@@ -179,10 +176,9 @@ fn log_serving(config: &Config, listeners: &[tokio::net::TcpListener], accounts:
     );
 }
 
-/// The configuration in force and everything a reload replaces.
+/// Everything a reload replaces, and how to read the configuration again.
 struct Reloader {
     reread: Reread,
-    config: Config,
     wiring: Wiring,
     fleet: Fleet,
     expositions: watch::Sender<Arc<Exposition>>,
@@ -239,7 +235,6 @@ impl Reloader {
         let exposition = self.expositions.borrow().successor(self.fleet.slots(), max_age, config.coins.clone());
         self.expositions.send_replace(Arc::new(exposition));
         self.stacks.send_replace(stack);
-        self.config = config;
         Ok(())
     }
 }

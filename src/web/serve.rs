@@ -41,12 +41,17 @@ pub struct WebStack {
 }
 
 impl WebStack {
-    /// Fails when the certificates or keys the configuration names cannot be loaded.
+    /// Fails when the certificates or keys the configuration names cannot be loaded. What the
+    /// configuration asks for that is not honoured as written is logged, at start and at each
+    /// reload that puts it in force.
     pub fn new(routes: Router, settings: WebSettings) -> Result<Arc<Self>, WebError> {
         let tls = match &settings.config {
             Some(config) => config.tls_server_config()?.map(TlsAcceptor::from),
             None => None,
         };
+        for warning in settings.config.iter().flat_map(|config| config.warnings()) {
+            warn!(problem = %warning, "the web config asks for something that is not honoured as written");
+        }
         let (router, auth) = super::pipeline::wrap(routes, &settings);
         Ok(Arc::new(Self { router, tls, auth, settings }))
     }
