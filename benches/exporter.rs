@@ -9,6 +9,7 @@ use capi_exporter::api::json::JsonObject;
 use capi_exporter::api::model::{decode_account_info, decode_bill_page, Bill, BillPage, BUSINESS_TYPES};
 use capi_exporter::exposition::{Exposition, Format};
 use capi_exporter::poller::cursor::BillCursor;
+use capi_exporter::poller::ledger;
 use capi_exporter::snapshot::counters::BillCounters;
 use capi_exporter::snapshot::stats::AccountStats;
 use capi_exporter::snapshot::{AccountSlot, AccountSnapshot};
@@ -153,6 +154,8 @@ fn slots_for(accounts: u32) -> Vec<Arc<AccountSlot>> {
                 fetched_at_ms: COINS.map(|coin| (coin, now_ms())).into(),
                 counters: counters.clone(),
                 settled_through_ms: NOW_MS,
+                // Every running total of every coin compared: the ledger check's series too.
+                ledger: COINS.iter().flat_map(|c| ledger::fields().map(|f| ((*c, f), Decimal::ZERO))).collect(),
                 up: true,
                 stats: stats.clone(),
             });

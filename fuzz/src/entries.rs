@@ -160,11 +160,12 @@ pub fn poll(data: &[u8]) {
     let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
     let mut up = true;
     match answers.next().map(|(status, body)| read_account_answer(status, &no_headers, body)) {
-        Some(Ok(answer)) => state.take_account(2, answer.value, local_now_ms()),
+        Some(Ok(answer)) => state.take_account(2, answer.value, local_now_ms(), WALL_CLOCK_MS),
         Some(Err(_)) | None => up = false,
     }
     let bill_answers: Vec<(u16, &[u8])> = answers.take(MAX_QUERIES).collect();
     let (counted, failed, first_ids) = scan(&mut state, WALL_CLOCK_MS, &bill_answers, &no_headers);
+    state.compare_ledger();
     up &= !failed;
 
     let checkpoint = state.checkpoint();

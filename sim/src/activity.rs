@@ -312,6 +312,31 @@ mod tests {
         }
     }
 
+    /// The running totals of each collateral record are what its bills add up to: by magnitude
+    /// for trades, signed for funding and fees (what the exporter's ledger check compares).
+    #[test]
+    fn running_totals_follow_the_bills() {
+        let mut book = run(11, 500);
+        for key in book.api_keys() {
+            let bills = book.bills(&key);
+            for coin_id in book.account(&key).map(Account::coin_ids).unwrap_or_default() {
+                let collateral = book.account_json(&key, coin_id)["collateral"][0].clone();
+                let of_coin: Vec<&SimBill> = bills.iter().filter(|b| b.coin == coin_name(coin_id)).collect();
+                let total = |field: &str| collateral[field].as_str().unwrap().parse::<Decimal>().unwrap();
+                for kind in ["position_open_long", "position_open_short", "position_close_long", "position_close_short"]
+                {
+                    let sum: Decimal = of_coin.iter().filter(|b| b.business_type == kind).map(|b| b.amount.abs()).sum();
+                    assert_eq!(total(&format!("cum_{kind}_amount")), sum, "{kind}");
+                }
+                let funding: Decimal =
+                    of_coin.iter().filter(|b| b.business_type == "position_funding").map(|b| b.amount).sum();
+                assert_eq!(total("cum_position_funding_amount"), funding);
+                assert_eq!(total("cum_position_fill_fee_amount"), of_coin.iter().map(|b| b.fill_fee).sum::<Decimal>());
+                assert!(funding != Decimal::ZERO && of_coin.len() > 100, "{} bills", of_coin.len());
+            }
+        }
+    }
+
     /// The value of a `capi:alert_threshold:*` recording rule of the shipped rules.
     fn threshold(name: &str) -> Decimal {
         let rules = include_str!("../../deploy/prometheus/rules.yml");

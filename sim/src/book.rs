@@ -35,7 +35,8 @@ pub struct NewBill {
     pub fill_fee: Decimal,
     /// Creation time; `None` means now.
     pub ctime_ms: Option<i64>,
-    /// Delay, from now, before the bill shows in answers; zero means at once.
+    /// Delay, from now, before the bill shows in answers; zero means at once, `Duration::MAX`
+    /// never: a bill the exchange books (its collateral and running totals move) but never lists.
     pub visible_after: Duration,
 }
 

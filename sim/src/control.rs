@@ -1,16 +1,23 @@
 //! Scripting over HTTP, for tools outside the process (the end-to-end test, a curious demo
-//! user): `POST /sim/liquidation?account=N&coin_id=C&on=true|false` starts or ends a
-//! liquidation of the `N`th account added (the demo's `demo-N`), as
-//! [`super::SimExchange::set_liquidating`] does. The real exchange has no such path.
+//! user), on the `N`th account added (the demo's `demo-N`); the real exchange has no such paths:
+//! - `POST /sim/liquidation?account=N&coin_id=C&on=true|false` starts or ends a liquidation, as
+//!   [`super::SimExchange::set_liquidating`] does;
+//! - `POST /sim/hidden-bill?account=N&coin_id=C&business_type=T&amount=A` books a bill that the
+//!   bill query never lists: the collateral and its running totals move, no bill shows (what the
+//!   exporter's ledger check is for).
 
-use super::SimExchange;
+use super::records::coin_name;
+use super::{NewBill, SimExchange};
 use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::Router;
+use rust_decimal::Decimal;
 use serde::Deserialize;
+use std::time::Duration;
 
 pub(crate) const LIQUIDATION_PATH: &str = "/sim/liquidation";
+pub(crate) const HIDDEN_BILL_PATH: &str = "/sim/hidden-bill";
 
 #[derive(Debug, Deserialize)]
 struct Liquidation {
@@ -19,17 +26,47 @@ struct Liquidation {
     on: bool,
 }
 
+#[derive(Debug, Deserialize)]
+struct HiddenBill {
+    account: u64,
+    coin_id: u64,
+    business_type: String,
+    amount: Decimal,
+}
+
 pub(crate) fn routes(router: Router<SimExchange>) -> Router<SimExchange> {
-    router.route(LIQUIDATION_PATH, post(liquidation))
+    router.route(LIQUIDATION_PATH, post(liquidation)).route(HIDDEN_BILL_PATH, post(hidden_bill))
+}
+
+/// The api key of the `account`th account, if it holds the coin.
+fn account_key(sim: &SimExchange, account: u64, coin_id: u64) -> Result<String, (StatusCode, String)> {
+    let key = sim.with_book(|book, _| {
+        let key = book.api_key_of_number(account)?;
+        book.account(&key)?.coin_ids().contains(&coin_id).then_some(key)
+    });
+    key.ok_or_else(|| (StatusCode::NOT_FOUND, format!("no account {account} with coin {coin_id}\n")))
+}
+
+async fn hidden_bill(State(sim): State<SimExchange>, Query(request): Query<HiddenBill>) -> (StatusCode, String) {
+    let key = match account_key(&sim, request.account, request.coin_id) {
+        Ok(key) => key,
+        Err(refused) => return refused,
+    };
+    let bill = NewBill {
+        coin: coin_name(request.coin_id),
+        business_type: request.business_type,
+        amount: request.amount,
+        visible_after: Duration::MAX,
+        ..NewBill::default()
+    };
+    let id = sim.add_bill(&key, bill);
+    (StatusCode::OK, format!("bill {id} booked on account {}, never listed\n", request.account))
 }
 
 async fn liquidation(State(sim): State<SimExchange>, Query(request): Query<Liquidation>) -> (StatusCode, String) {
-    let key = sim.with_book(|book, _| {
-        let key = book.api_key_of_number(request.account)?;
-        book.account(&key)?.coin_ids().contains(&request.coin_id).then_some(key)
-    });
-    let Some(key) = key else {
-        return (StatusCode::NOT_FOUND, format!("no account {} with coin {}\n", request.account, request.coin_id));
+    let key = match account_key(&sim, request.account, request.coin_id) {
+        Ok(key) => key,
+        Err(refused) => return refused,
     };
     sim.set_liquidating(&key, request.coin_id, request.on);
     let state = if request.on { "started" } else { "ended" };
@@ -44,9 +81,35 @@ mod tests {
     use axum::http::Request;
     use tower::ServiceExt as _;
 
-    async fn post(sim: &SimExchange, query: &str) -> StatusCode {
-        let request = Request::post(format!("{LIQUIDATION_PATH}?{query}")).body(Body::empty()).unwrap();
+    async fn post_to(sim: &SimExchange, path: &str, query: &str) -> StatusCode {
+        let request = Request::post(format!("{path}?{query}")).body(Body::empty()).unwrap();
         sim.router().oneshot(request).await.unwrap().status()
+    }
+
+    async fn post(sim: &SimExchange, query: &str) -> StatusCode {
+        post_to(sim, LIQUIDATION_PATH, query).await
+    }
+
+    #[tokio::test]
+    async fn a_hidden_bill_moves_the_running_total_and_is_never_listed() {
+        let sim = SimExchange::new(SimOptions::default());
+        let account = Credentials::generate(1);
+        sim.add_account(account.clone(), &[2]);
+        let query = "account=1&coin_id=2&business_type=deposit&amount=2.5";
+        assert_eq!(post_to(&sim, HIDDEN_BILL_PATH, query).await, StatusCode::OK);
+        let collateral = &sim.account_json(&account.api_key, 2)["collateral"][0];
+        assert_eq!((&collateral["cum_deposit_amount"], &collateral["amount"]), (&"2.5".into(), &"10002.5".into()));
+        let booked = sim.bills(&account.api_key);
+        assert_eq!(booked.len(), 1);
+        assert_eq!(booked[0].visible_at_ms, i64::MAX, "never listed");
+        assert_eq!(
+            post_to(&sim, HIDDEN_BILL_PATH, "account=2&coin_id=2&business_type=deposit&amount=1").await,
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            post_to(&sim, HIDDEN_BILL_PATH, "account=1&coin_id=2&business_type=deposit&amount=x").await,
+            StatusCode::BAD_REQUEST
+        );
     }
 
     #[tokio::test]

@@ -317,7 +317,8 @@ impl Collateral {
 
     /// Books one bill: the amount moves the collateral, and the accumulator named after the
     /// business type grows. Accumulators count magnitudes, except funding, which can go either
-    /// way and so keeps its sign. Returns the new amount, the bill's balance.
+    /// way and so keeps its sign, and fill fees, kept signed (negative when paid). Returns the
+    /// new amount, the bill's balance.
     pub(crate) fn apply_bill(
         &mut self,
         business_type: &str,
@@ -332,9 +333,9 @@ impl Collateral {
         } else if let Some(total) = self.accumulator(business_type) {
             *total = total.saturating_add(amount.abs());
         }
-        if business_type.starts_with("position_") {
-            self.cum_position_fill_fee_amount = self.cum_position_fill_fee_amount.saturating_add(fill_fee);
-        }
+        // Every bill's fill fee, as the exporter's ledger check compares it (only trades have
+        // fees in practice).
+        self.cum_position_fill_fee_amount = self.cum_position_fill_fee_amount.saturating_add(fill_fee);
         self.updated_time = now_ms;
         self.amount
     }

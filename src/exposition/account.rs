@@ -56,6 +56,11 @@ const BILL_CURSOR: Family = Family::gauge(
     "Bills created up to this time are final in the bill counters; newer ones may still arrive late",
 );
 
+const LEDGER_DIFFERENCE: Family = Family::gauge(
+    "capi_ledger_difference",
+    "The ledger check, in the coin's unit: how much the exchange's running total (field, a cum_* of the collateral records) moved since the comparison began, minus what the counted bills of its business type (all fill fees for cum_position_fill_fee_amount) account for, both by magnitude whatever their sign; compared only up to settled time; 0 when the two views agree, above 0 when bills are missing",
+);
+
 /// One account's latest snapshot, and what counts as fresh in it.
 pub(super) struct View<'a> {
     /// `{account="..."`, written once for all the account's series.
@@ -92,6 +97,7 @@ impl<'a> View<'a> {
         self.write_collateral(lines);
         self.write_positions(lines);
         self.write_bills(lines);
+        self.write_ledger(lines);
         super::poller::write(&self.account, &self.snapshot.stats, lines);
     }
 
@@ -230,6 +236,18 @@ impl<'a> View<'a> {
         let settled = self.snapshot.settled_through_ms;
         let cursor = (settled > 0).then(|| (&self.account, settled as f64 / 1000.0));
         lines.family(&BILL_CURSOR, cursor);
+    }
+}
+
+impl View<'_> {
+    /// The ledger check's differences, withdrawn with the coin's figures when they are stale.
+    fn write_ledger(&self, lines: &mut Lines) {
+        let fresh: Vec<u64> = self.coins().map(|(coin, _)| coin).collect();
+        let differences = self.snapshot.ledger.iter().filter(|((coin, _), _)| fresh.contains(coin));
+        let samples = differences.map(|((coin, field), difference)| {
+            (((&self.account, coin_labels(self.coins, *coin)), [("field", *field)]), *difference)
+        });
+        lines.family(&LEDGER_DIFFERENCE, samples);
     }
 }
 

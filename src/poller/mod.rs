@@ -6,6 +6,7 @@
 pub mod backoff;
 pub mod budget;
 pub mod cursor;
+pub mod ledger;
 pub mod poll_state;
 pub mod retry;
 pub mod state;
@@ -20,6 +21,7 @@ use crate::snapshot::AccountSlot;
 use backoff::{Backoff, Pace};
 use budget::AccountBudget;
 use cursor::{CursorState, Shortfall};
+use ledger::Ledger;
 use poll_state::{Counted, PollState};
 use retry::retry_after;
 use state::StateStore;
@@ -72,6 +74,7 @@ pub struct Checkpoint {
     /// exchange's clock as the first answers corrected it, not this machine's.
     pub cursor: Option<CursorState>,
     pub counters: Arc<BillCounters>,
+    pub ledger: Ledger,
 }
 
 impl Checkpoint {
@@ -88,7 +91,7 @@ impl Checkpoint {
                 }
                 let settled_through_ms = restored.cursor.settled_through;
                 info!(account, settled_through_ms, "resuming bill counting from the state file");
-                Self { cursor: Some(restored.cursor), counters: Arc::new(restored.counters) }
+                Self { cursor: Some(restored.cursor), counters: Arc::new(restored.counters), ledger: restored.ledger }
             }
             Some(Err(e)) => {
                 // Opening the state file checked every entry and said at error level which
@@ -179,8 +182,9 @@ impl AccountPoller {
         let mut healthy = true;
         for coin in self.account.coin_ids.clone() {
             let client = &self.account.client;
+            let asked_at_ms = client.clock().now_ms();
             match self.request(Endpoint::Account, || client.account(coin)).await {
-                Ok(info) => self.state.take_account(coin, info, local_now_ms()),
+                Ok(info) => self.state.take_account(coin, info, local_now_ms(), asked_at_ms),
                 Err(e) => {
                     self.note_failure(Endpoint::Account, &e);
                     healthy = false;
@@ -202,12 +206,35 @@ impl AccountPoller {
             info!(account = self.slot.name(), "polling the exchange works again");
         }
         self.previous_failures = std::mem::take(&mut self.failures);
+        self.compare_ledger();
         #[cfg(debug_assertions)]
         supervisor::panic_if_asked(self.slot.name());
         let checkpoint = self.state.checkpoint();
         self.save_state(&checkpoint).await;
         *lock(&self.checkpoint) = checkpoint;
         (pace, healthy)
+    }
+
+    /// Compares the running totals of the answers settled by now with the bills, and says when
+    /// a difference appears, changes or goes.
+    fn compare_ledger(&mut self) {
+        let account = self.slot.name();
+        for changed in self.state.compare_ledger() {
+            let ledger::Changed { coin_id, field, before, difference, at_ms } = changed;
+            if !difference.is_zero() {
+                warn!(account, coin_id, field, %difference, compared_at_ms = at_ms,
+                    "the exchange's running total and the bills counted differ: a bill was missed, or the exchange's two views disagree (capi_ledger_difference)");
+                self.recall(format_args!("ledger: {field} of coin {coin_id} differs from the bills by {difference}"));
+            } else if before.is_some_and(|b| !b.is_zero()) {
+                info!(
+                    account,
+                    coin_id,
+                    field,
+                    compared_at_ms = at_ms,
+                    "the exchange's running total and the bills counted agree again"
+                );
+            }
+        }
     }
 
     /// Keeps a line in the account's log of recent polls (the status page's), with the time.
@@ -355,7 +382,7 @@ impl AccountPoller {
 
     async fn save_state(&self, checkpoint: &Checkpoint) {
         let (Some(store), Some(cursor)) = (&self.store, &checkpoint.cursor) else { return };
-        if let Err(e) = store.save(self.slot.name(), cursor, &checkpoint.counters).await {
+        if let Err(e) = store.save(self.slot.name(), cursor, &checkpoint.counters, &checkpoint.ledger).await {
             self.stats().state_file_errors += 1;
             error!(account = self.slot.name(), error = %e, "cannot save the state file; a restart now would resume from the previous save and count the newer bills again from there");
         }

@@ -3,6 +3,7 @@
 //! the poller by the exchange, the fuzz target by arbitrary bytes.
 
 use super::cursor::{BillCursor, CursorState, Shortfall};
+use super::ledger::{Changed, Ledger};
 use super::{Checkpoint, PollSettings};
 use crate::api::client::MAX_PAGE;
 use crate::api::fields::DecodeProblem;
@@ -46,6 +47,9 @@ pub struct PollState {
     cursor: Option<BillCursor>,
     /// Shared with the published snapshot: copied on write, only when bills arrive.
     counters: Arc<BillCounters>,
+    ledger: Ledger,
+    /// The polled coins by name, as bills give it, for the ledger check.
+    coin_ids_by_name: BTreeMap<String, u64>,
     /// Shared with the published snapshots: each answer is held once, however many read it.
     coins: BTreeMap<u64, Arc<AccountInfo>>,
     /// When each coin's figures were last fetched (this machine's clock, ms).
@@ -55,13 +59,19 @@ pub struct PollState {
 impl PollState {
     /// Continues from `checkpoint`, showing the figures of `published` until new ones arrive.
     pub fn new(checkpoint: Checkpoint, published: &AccountSnapshot, settings: &PollSettings, coin_ids: &[u64]) -> Self {
-        let configured_coins = coin_ids.iter().filter_map(|id| settings.coins.name(*id)).map(str::to_owned).collect();
+        let coin_ids_by_name: BTreeMap<String, u64> =
+            coin_ids.iter().filter_map(|id| Some((settings.coins.name(*id)?.to_owned(), *id))).collect();
+        let configured_coins = coin_ids_by_name.keys().cloned().collect();
+        let mut ledger = checkpoint.ledger;
+        ledger.retain_coins(coin_ids);
         let mut state = Self {
             overlap_ms: millis(settings.overlap),
             backfill_ms: millis(settings.backfill),
             configured_coins,
             cursor: None,
             counters: checkpoint.counters,
+            ledger,
+            coin_ids_by_name,
             coins: published.coins.clone(),
             fetched_at_ms: published.fetched_at_ms.clone(),
         };
@@ -69,9 +79,12 @@ impl PollState {
         state
     }
 
-    /// Takes a coin's account answer, fetched at `now_ms` by this machine's clock.
-    pub fn take_account(&mut self, coin: u64, info: AccountInfo, now_ms: i64) {
-        self.coins.insert(coin, Arc::new(with_coin_id(info, coin)));
+    /// Takes a coin's account answer, fetched at `now_ms` by this machine's clock and asked for
+    /// at `asked_at_ms` by the exchange's.
+    pub fn take_account(&mut self, coin: u64, info: AccountInfo, now_ms: i64, asked_at_ms: i64) {
+        let info = with_coin_id(info, coin);
+        self.ledger.observe(coin, &info, asked_at_ms);
+        self.coins.insert(coin, Arc::new(info));
         self.fetched_at_ms.insert(coin, now_ms);
     }
 
@@ -112,6 +125,11 @@ impl PollState {
         }
         let counters = Arc::make_mut(&mut self.counters);
         let miscounted = accepted.new_bills.iter().flat_map(|bill| counters.count(bill)).collect();
+        for bill in &accepted.new_bills {
+            if let Some(coin_id) = self.coin_ids_by_name.get(&bill.coin) {
+                self.ledger.count(bill, *coin_id);
+            }
+        }
         if let Some(shortfall) = &accepted.shortfall {
             counters.note_shortfall(shortfall.loss);
         }
@@ -124,9 +142,22 @@ impl PollState {
         self.cursor.as_ref().is_some_and(BillCursor::pass_in_progress)
     }
 
-    /// The cursor and counters, consistent with each other between two polls.
+    /// Compares the running totals of every answer dated up to the settled point with the
+    /// bills; returns the differences that changed.
+    pub fn compare_ledger(&mut self) -> Vec<Changed> {
+        match &self.cursor {
+            Some(cursor) => self.ledger.settle(cursor.state().settled_through),
+            None => Vec::new(),
+        }
+    }
+
+    /// The cursor, counters and ledger, consistent with each other between two polls.
     pub fn checkpoint(&self) -> Checkpoint {
-        Checkpoint { cursor: self.cursor.as_ref().map(|c| c.state().clone()), counters: self.counters.clone() }
+        Checkpoint {
+            cursor: self.cursor.as_ref().map(|c| c.state().clone()),
+            counters: self.counters.clone(),
+            ledger: self.ledger.clone(),
+        }
     }
 
     pub fn snapshot(&self, up: bool, stats: Arc<AccountStats>) -> AccountSnapshot {
@@ -135,6 +166,7 @@ impl PollState {
             fetched_at_ms: self.fetched_at_ms.clone(),
             counters: self.counters.clone(),
             settled_through_ms: self.cursor.as_ref().map_or(0, |c| c.state().settled_through),
+            ledger: self.ledger.differences(),
             up,
             stats,
         }

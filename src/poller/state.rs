@@ -10,6 +10,7 @@
 //! together by the next write (group commit), so many accounts do not mean many writes.
 
 use super::cursor::{known, CursorState, KnownValues};
+use super::ledger::Ledger;
 use crate::api::model::MAX_BILL_ID_BYTES;
 use crate::snapshot::counters::{
     BillCounters, Direction, FlowKey, LatestBalance, Loss, MAX_BUSINESS_TYPES, MAX_COINS, MAX_LABEL_BYTES, OTHER,
@@ -95,6 +96,9 @@ struct SavedAccount {
     known: KnownValues,
     #[serde(default)]
     reported: Vec<SavedShortfall>,
+    /// Absent from files of earlier versions: the ledger check then begins afresh.
+    #[serde(default)]
+    ledger: Ledger,
 }
 
 /// A shortfall already reported for a millisecond that is not settled yet.
@@ -125,6 +129,7 @@ struct SavedFlow {
 pub struct Restored {
     pub cursor: CursorState,
     pub counters: BillCounters,
+    pub ledger: Ledger,
 }
 
 #[derive(Debug, Default)]
@@ -206,8 +211,15 @@ impl StateStore {
     }
 
     /// Records one account's state and returns once it is on disk.
-    pub async fn save(&self, account: &str, cursor: &CursorState, counters: &BillCounters) -> Result<(), StateError> {
-        let value = serde_json::value::to_raw_value(&SavedAccount::new(cursor, counters)).expect("state is plain data");
+    pub async fn save(
+        &self,
+        account: &str,
+        cursor: &CursorState,
+        counters: &BillCounters,
+        ledger: &Ledger,
+    ) -> Result<(), StateError> {
+        let saved = SavedAccount::new(cursor, counters, ledger.clone());
+        let value = serde_json::value::to_raw_value(&saved).expect("state is plain data");
         let mine = {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             entries.accounts.insert(account.to_string(), value);
@@ -322,7 +334,8 @@ impl SavedAccount {
             return Err(format!("sum {} is negative; sums are of absolute values", bad.sum));
         }
         self.check_labels()?;
-        self.check_known()
+        self.check_known()?;
+        self.ledger.check(&PLAUSIBLE_MS, MAX_COINS)
     }
 
     /// Sums and balances are of coins and business types that have a count, and those are
@@ -378,7 +391,7 @@ impl SavedAccount {
         }
     }
 
-    fn new(cursor: &CursorState, counters: &BillCounters) -> Self {
+    fn new(cursor: &CursorState, counters: &BillCounters, ledger: Ledger) -> Self {
         let flows = |sums: &BTreeMap<FlowKey, Decimal>| {
             sums.iter()
                 .map(|((coin, business_type, direction), sum)| SavedFlow {
@@ -408,6 +421,7 @@ impl SavedAccount {
             shortfalls: counters.shortfalls.clone(),
             known: cursor.known.clone(),
             reported: cursor.reported.iter().map(|(ms, loss)| SavedShortfall { ms: *ms, loss: *loss }).collect(),
+            ledger,
         }
     }
 
@@ -434,6 +448,7 @@ impl SavedAccount {
                 balances: self.balances,
                 shortfalls,
             },
+            ledger: self.ledger,
         }
     }
 }
@@ -441,7 +456,8 @@ impl SavedAccount {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::model::Bill;
+    use crate::api::fields::Millis;
+    use crate::api::model::{AccountInfo, Bill, Collateral};
 
     fn temp_path(name: &str) -> PathBuf {
         let dir = std::env::temp_dir().join(format!("capi-state-{}-{name}", std::process::id()));
@@ -449,9 +465,8 @@ mod tests {
         dir.join("state.json")
     }
 
-    fn sample() -> (CursorState, BillCounters) {
-        let mut counters = BillCounters::default();
-        counters.count(&Bill {
+    fn sample_bill() -> Bill {
+        Bill {
             id: "686960019383517338".into(),
             coin: "USDT".into(),
             symbol: "cmt_btcusdt".into(),
@@ -460,7 +475,29 @@ mod tests {
             balance: Some(Decimal::new(125, 1)),
             fill_fee: Some(Decimal::new(-6, 2)),
             ctime_ms: 1713339011237,
-        });
+        }
+    }
+
+    /// A ledger with a comparison begun, an answer waiting and a bill not compared yet.
+    fn sample_ledger() -> Ledger {
+        let record = |updated_ms| Collateral {
+            coin_id: Some("2".into()),
+            cum_position_funding_amount: Some(Decimal::new(-5, 1)),
+            updated_time: Some(Millis(updated_ms)),
+            ..Collateral::default()
+        };
+        let answer = |updated_ms| AccountInfo { collateral: vec![record(updated_ms)], ..AccountInfo::default() };
+        let mut ledger = Ledger::default();
+        ledger.observe(2, &answer(1713338000000), 1713338000000);
+        ledger.settle(1713339000000);
+        ledger.count(&sample_bill(), 2);
+        ledger.observe(2, &answer(1713339011237), 1713339012000);
+        ledger
+    }
+
+    fn sample() -> (CursorState, BillCounters) {
+        let mut counters = BillCounters::default();
+        counters.count(&sample_bill());
         counters.shortfalls = [(Loss::Certain, 2), (Loss::Possible, 1)].into();
         let mut cursor = CursorState {
             settled_through: 1713339000000,
@@ -480,10 +517,12 @@ mod tests {
         let (store, opened) = StateStore::open(&path).unwrap();
         assert_eq!(opened, Opened::Missing);
         let (cursor, counters) = sample();
-        store.save("main", &cursor, &counters).await.unwrap();
+        let ledger = sample_ledger();
+        assert!(!ledger.differences().is_empty());
+        store.save("main", &cursor, &counters, &ledger).await.unwrap();
         let (reopened, opened) = StateStore::open(&path).unwrap();
         assert_eq!(opened, Opened::Loaded { accounts: 1 });
-        assert_eq!(reopened.restore("main").unwrap(), Some(Restored { cursor, counters }));
+        assert_eq!(reopened.restore("main").unwrap(), Some(Restored { cursor, counters, ledger }));
         assert_eq!(reopened.restore("other").unwrap(), None);
     }
 
@@ -517,7 +556,7 @@ mod tests {
             assert!(!path.exists(), "moved, not copied");
             assert!(store.restore("main").unwrap().is_none());
             let (cursor, counters) = sample();
-            store.save("main", &cursor, &counters).await.unwrap();
+            store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
             assert_eq!(StateStore::open(&path).unwrap().1, Opened::Loaded { accounts: 1 });
         }
     }
@@ -530,7 +569,7 @@ mod tests {
     #[test]
     fn an_entry_within_every_limit_is_good() {
         let (cursor, counters) = sample();
-        let good = serde_json::to_string(&SavedAccount::new(&cursor, &counters)).unwrap();
+        let good = serde_json::to_string(&SavedAccount::new(&cursor, &counters, sample_ledger())).unwrap();
         let full =
             good.replace(r#""bills":[{"coin":"USDT""#, &format!(r#""bills":[{}{{"coin":"USDT""#, many_coins(30)));
         for entry in [good, full] {
@@ -542,7 +581,7 @@ mod tests {
     async fn a_file_with_a_bad_entry_is_kept_aside_before_it_is_written() {
         let path = temp_path("bad-entry");
         let _ = std::fs::remove_file(aside(&path, ".corrupt"));
-        let good = serde_json::to_string(&SavedAccount::new(&sample().0, &sample().1)).unwrap();
+        let good = serde_json::to_string(&SavedAccount::new(&sample().0, &sample().1, sample_ledger())).unwrap();
         for bad in [
             r#"{"settled_through":"x"}"#.to_string(),
             good.replace(r#""count":1"#, r#""count":"many""#),
@@ -566,7 +605,7 @@ mod tests {
             assert!(store.restore("bad").unwrap().is_none(), "left out of the next write");
             assert!(store.restore("good").unwrap().is_some());
             let (cursor, counters) = sample();
-            store.save("bad", &cursor, &counters).await.unwrap();
+            store.save("bad", &cursor, &counters, &Ledger::default()).await.unwrap();
             std::fs::remove_file(kept).unwrap();
         }
     }
@@ -612,7 +651,7 @@ mod tests {
         let Opened::BadEntries { kept, .. } = opened else { panic!("{opened:?}") };
         assert!(store.restore("bad").unwrap().is_none());
         let (cursor, counters) = sample();
-        store.save("good", &cursor, &counters).await.unwrap();
+        store.save("good", &cursor, &counters, &Ledger::default()).await.unwrap();
         let written = std::fs::read_to_string(&path).unwrap();
         assert!(written.contains(r#""good""#) && !written.contains(r#""bad""#), "{written}");
         // So the next start finds nothing to copy aside again.

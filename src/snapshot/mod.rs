@@ -1,5 +1,5 @@
 //! What the pollers publish and the exposition reads: per account, the last answers of the
-//! account query, the bill counters and what the poller did; what the metrics handler did; and
+//! account query, the bill counters, the ledger check and what the poller did; what the metrics handler did; and
 //! whether the last reload of the configuration succeeded.
 //! Neither side imports the other; both import this.
 
@@ -9,4 +9,4 @@ pub mod reload;
 mod slot;
 pub mod stats;
 
-pub use slot::{AccountSlot, AccountSnapshot, RECENT_LINES};
+pub use slot::{AccountSlot, AccountSnapshot, LedgerDifferences, RECENT_LINES};

@@ -3,6 +3,7 @@
 use super::counters::BillCounters;
 use super::stats::AccountStats;
 use crate::api::model::{Account, AccountInfo};
+use rust_decimal::Decimal;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -11,6 +12,10 @@ use std::sync::{Arc, Mutex, RwLock};
 /// request and one at its end), and the longest line kept.
 pub const RECENT_LINES: usize = 200;
 pub const MAX_LINE_BYTES: usize = 500;
+
+/// The difference between each of the exchange's running totals and the bills counted, by coin
+/// id and field (the ledger check, as of its latest settled comparison).
+pub type LedgerDifferences = BTreeMap<(u64, &'static str), Decimal>;
 
 /// Everything `/metrics` shows about one account, as of its last poll.
 #[derive(Debug, Clone, Default)]
@@ -24,6 +29,7 @@ pub struct AccountSnapshot {
     pub counters: Arc<BillCounters>,
     /// Bills created at or before this millisecond are final in the counters.
     pub settled_through_ms: i64,
+    pub ledger: LedgerDifferences,
     /// Whether every request of the last poll succeeded.
     pub up: bool,
     /// What the poller did, up to this snapshot.

@@ -122,11 +122,13 @@ fn fixed_account(name: &str, default_fee: bool) -> Arc<AccountSlot> {
     }
     let account = read_account_answer(200, &headers, sample.as_bytes()).unwrap();
     assert!(account.problems.is_empty(), "{:?}", account.problems);
-    state.take_account(2, account.value, now_ms());
+    // Asked for before the bills: the ledger check begins with this answer once it settles.
+    state.take_account(2, account.value, now_ms(), COUNTED_AT_MS - 3_600_000);
     state.start_bill_scan(COUNTED_AT_MS);
     let bills = read_bill_answer(200, &headers, BILLS.as_bytes()).unwrap();
     assert!(bills.problems.is_empty(), "{:?}", bills.problems);
     assert_eq!(state.take_bills(&bills.value).new_bill_ids.len(), 5);
+    assert!(state.compare_ledger().iter().all(|changed| changed.difference.is_zero()));
     slot.publish(state.snapshot(true, Arc::new(AccountStats::new(settings.interval))));
     slot
 }
