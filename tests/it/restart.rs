@@ -1,6 +1,6 @@
 //! With a state file, kill -9 at random moments while bills flow (ten times by default; set
-//! CAPI_CRASH_ROUNDS for more) loses no bill and counts none twice, and the counters continue
-//! from their saved values; a corrupt file never crashes it.
+//! CAPI_CRASH_ROUNDS for more) loses no bill and counts none twice, the counters continue from
+//! their saved values and the ledger check stays at 0; a corrupt file never crashes it.
 
 use crate::common;
 
@@ -78,6 +78,8 @@ async fn kill_9_at_random_moments_loses_nothing_and_counts_nothing_twice() {
             let scrape = exporter.scrape().await;
             let created = exchange.sim.bills(&key).len() as f64;
             assert!(counted(&scrape) <= created, "counted {} of {created} bills created", counted(&scrape));
+            let differences = scrape.series("capi_ledger_difference");
+            assert!(differences.iter().all(|d| d.value == 0.0), "the ledger check differs: {differences:?}");
             last_seen = counted(&scrape);
             tokio::time::sleep(Duration::from_millis(30)).await;
         }
@@ -99,6 +101,8 @@ async fn kill_9_at_random_moments_loses_nothing_and_counts_nothing_twice() {
         assert_eq!(scrape.value("capi_bills_total", &[("business_type", kind)]), Some(created), "{kind}");
     }
     assert!(bills.len() > 200, "only {} bills flowed", bills.len());
+    let differences = scrape.series("capi_ledger_difference");
+    assert!(!differences.is_empty() && differences.iter().all(|d| d.value == 0.0), "{differences:?}");
     assert!(!exporter.log().contains("not valid"), "the state file survived every kill:\n{}", exporter.log());
 }
 
