@@ -10,9 +10,11 @@ is this script. Then checks, against live data:
 2. every PromQL expression of every dashboard panel and template variable parses and returns data;
 3. a liquidation started on the simulated exchange reaches the webhook as CapiAccountLiquidating,
    and how long that took from the moment the liquidation started; then its resolution;
-4. no other alert fired on the demo's normal activity during the run;
-5. account figures and bill counters join on the coin's name and on its id;
-6. a reload (SIGHUP) of a broken web configuration is refused: Prometheus sees
+4. a deposit booked at the start but never listed by the bill query (the ledger broken on
+   purpose) reaches the webhook as CapiLedgerMismatch, naming its field and amount;
+5. no other alert fired on the demo's normal activity during the run;
+6. account figures and bill counters join on the coin's name and on its id;
+7. a reload (SIGHUP) of a broken web configuration is refused: Prometheus sees
    capi_config_last_reload_successful 0 while the accounts stay polled (CapiConfigReloadFailed
    waits 5 minutes of it: the promtool tests cover its timing); a reload of a fixed one
    (POST /-/reload) applies it and Prometheus sees 1 again.
@@ -261,6 +263,42 @@ def check_liquidation_alert(prom, sim_url, report):
     return latency
 
 
+HIDDEN_DEPOSIT = {"account": 1, "coin_id": 2, "business_type": "deposit", "amount": "5"}
+
+
+def hide_a_deposit(prom, sim_url):
+    """Once demo-1's ledger check has begun, books a deposit on it that the bill query never
+    lists; returns when."""
+    wait_for("demo-1's ledger check to begin", lambda: prom.query('capi_ledger_difference{account="demo-1"}'), DATA_DEADLINE)
+    query = urllib.parse.urlencode(HIDDEN_DEPOSIT)
+    urllib.request.urlopen(urllib.request.Request(f"{sim_url}/sim/hidden-bill?{query}", method="POST"), timeout=10).read()
+    return time.time()
+
+
+def check_ledger_alert(prom, hidden_at, report):
+    """The hidden deposit shows as the ledger difference of its field, and, once it has lasted,
+    as CapiLedgerMismatch at the webhook."""
+    series = 'capi_ledger_difference{account="demo-1",coin="USDT",field="cum_deposit_amount"}'
+    rows = wait_for("the hidden deposit's ledger difference", lambda: prom.query(f"{series} == 5"), DATA_DEADLINE)
+    others = prom.query('capi_ledger_difference{field!="cum_deposit_amount"} != 0 or capi_ledger_difference{account!="demo-1"} != 0')
+    assert not others, f"other ledger differences: {others}"
+
+    def delivered():
+        with Webhook.lock:
+            for arrived, body in Webhook.received:
+                for alert in body.get("alerts", []):
+                    labels = alert["labels"]
+                    if alert["status"] == "firing" and labels.get("alertname") == "CapiLedgerMismatch":
+                        return arrived, alert
+        return None
+
+    arrived, alert = wait_for("CapiLedgerMismatch at the webhook", delivered, ALERT_DEADLINE * 6)
+    labels = alert["labels"]
+    assert (labels["account"], labels["field"], labels["coin"]) == ("demo-1", "cum_deposit_amount", "USDT"), alert
+    assert "moved 5 USDT more" in alert["annotations"]["description"], alert
+    report.append(f"hidden deposit -> ledger difference 5 ({len(rows)} series) -> CapiLedgerMismatch at the webhook {arrived - hidden_at:.0f} s after it was booked")
+
+
 def check_coin_join(prom, report):
     """Account figures and bill counters join on the coin without label_replace: both carry the
     coin's name and id."""
@@ -291,11 +329,12 @@ def check_reload(prom, exporter, work, url, report):
 
 
 def check_quiet(prom, report):
-    """No alert but the liquidation started on purpose fired during the run: the demo's normal
-    activity is a day on which no shipped alert fires."""
-    fired = 'count by (alertname) (max_over_time(ALERTS{alertstate="firing", alertname!="CapiAccountLiquidating"}[1h]))'
-    others = prom.query(fired)
-    assert not others, f"alerts fired on the demo's normal activity: {sorted(o['metric']['alertname'] for o in others)}"
+    """No alert but the liquidation and the ledger mismatch made on purpose fired during the run:
+    the demo's normal activity is a day on which no shipped alert fires."""
+    fired = prom.query('max_over_time(ALERTS{alertstate="firing", alertname!="CapiAccountLiquidating"}[1h])')
+    on_purpose = {"alertname": "CapiLedgerMismatch", "account": "demo-1", "field": "cum_deposit_amount"}
+    others = [o["metric"] for o in fired if any(o["metric"].get(k) != v for k, v in on_purpose.items())]
+    assert not others, f"alerts fired on the demo's normal activity: {others}"
     report.append("no other alert fired on the demo's normal activity")
 
 
@@ -324,12 +363,14 @@ def main():
         wait_for("Prometheus to be ready", lambda: urllib.request.urlopen(f"{prom.url}/-/ready", timeout=5).status == 200, 60)
         wait_for("Alertmanager to be ready", lambda: urllib.request.urlopen(f"http://127.0.0.1:{ports['alertmanager']}/-/ready", timeout=5).status == 200, 60)
         wait_for("the exporter's target to be up", lambda: prom.query('up{job="capi"} == 1'), 60)
+        hidden_at = hide_a_deposit(prom, sim_url)
         check_rules(prom, report)
         check_dashboards(prom, report)
         check_coin_join(prom, report)
         latency = check_liquidation_alert(prom, sim_url, report)
-        check_quiet(prom, report)
         check_reload(prom, exporter, work, exporter_url, report)
+        check_ledger_alert(prom, hidden_at, report)
+        check_quiet(prom, report)
     except (AssertionError, QueryError) as error:
         print("\n".join(report))
         print(f"E2E FAILED: {error}\nlogs in {logs}", file=sys.stderr)

@@ -204,6 +204,11 @@ impl Ledger {
             let created_ms = collateral.created_time.map(|t| t.0);
             records.insert(record_key(collateral), RecordTotals { created_ms, totals });
         }
+        if records.is_empty() {
+            // Nothing to compare; and an answer without the records an earlier one showed is
+            // more likely a glitch than every record gone, which would lose what they moved since.
+            return;
+        }
         if self.pending.len() == MAX_PENDING {
             self.pending.remove(0);
         }

@@ -63,7 +63,7 @@ impl PollState {
             coin_ids.iter().filter_map(|id| Some((settings.coins.name(*id)?.to_owned(), *id))).collect();
         let configured_coins = coin_ids_by_name.keys().cloned().collect();
         let mut ledger = checkpoint.ledger;
-        ledger.retain_coins(coin_ids);
+        ledger.retain_coins(&coin_ids_by_name.values().copied().collect::<Vec<_>>());
         let mut state = Self {
             overlap_ms: millis(settings.overlap),
             backfill_ms: millis(settings.backfill),
@@ -83,7 +83,10 @@ impl PollState {
     /// at `asked_at_ms` by the exchange's.
     pub fn take_account(&mut self, coin: u64, info: AccountInfo, now_ms: i64, asked_at_ms: i64) {
         let info = with_coin_id(info, coin);
-        self.ledger.observe(coin, &info, asked_at_ms);
+        // Bills name their coin: a coin without a name has no bills to compare with.
+        if self.coin_ids_by_name.values().any(|id| *id == coin) {
+            self.ledger.observe(coin, &info, asked_at_ms);
+        }
         self.coins.insert(coin, Arc::new(info));
         self.fetched_at_ms.insert(coin, now_ms);
     }
@@ -210,5 +213,31 @@ mod tests {
         assert_eq!(info.collateral[0].coin_id.as_deref(), Some("2"));
         assert_eq!(info.collateral[1].coin_id.as_deref(), Some("9"));
         assert_eq!(info.positions[0].coin_id.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn only_coins_with_a_name_are_compared_with_their_bills() {
+        let settings = PollSettings {
+            interval: std::time::Duration::from_secs(15),
+            overlap: std::time::Duration::from_secs(60),
+            backfill: std::time::Duration::ZERO,
+            bill_queries_per_poll: 8,
+            coins: crate::api::Coins::default(),
+        };
+        let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2, 9]);
+        let answer = |coin: &str| AccountInfo {
+            collateral: vec![Collateral {
+                coin_id: Some(coin.into()),
+                cum_deposit_amount: Some(rust_decimal::Decimal::ONE),
+                ..Collateral::default()
+            }],
+            ..AccountInfo::default()
+        };
+        state.take_account(2, answer("2"), 0, 1_000);
+        state.take_account(9, answer("9"), 0, 1_000);
+        state.start_bill_scan(100_000);
+        assert_eq!(state.compare_ledger().len(), 1);
+        let compared: Vec<(u64, &str)> = state.snapshot(true, Default::default()).ledger.into_keys().collect();
+        assert_eq!(compared, [(2, "cum_deposit_amount")], "coin 9 has no name: its bills could not be told");
     }
 }

@@ -133,6 +133,19 @@ fn records_that_come_and_go_are_compared_as_one_coin() {
 }
 
 #[test]
+fn an_answer_without_the_coins_records_is_not_compared() {
+    let mut ledger = Ledger::default();
+    ledger.observe(USDT, &answer(vec![record(100, &[("cum_deposit_amount", dec("1"))])]), 100);
+    ledger.settle(100);
+    ledger.count(&bill(150, "deposit", dec("4"), Decimal::ZERO), USDT);
+    ledger.observe(USDT, &answer(vec![]), 200);
+    assert!(ledger.pending.is_empty());
+    ledger.observe(USDT, &answer(vec![record(150, &[("cum_deposit_amount", dec("5"))])]), 300);
+    ledger.settle(300);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
+}
+
+#[test]
 fn a_coin_no_longer_polled_is_forgotten_and_its_bills_with_it() {
     let mut ledger = Ledger::default();
     ledger.observe(USDT, &answer(vec![record(100, &[("cum_deposit_amount", dec("1"))])]), 100);
