@@ -288,7 +288,7 @@ pub fn accounts_yaml(data: &[u8]) {
 }
 
 /// A state file's content: parsed, every account restored, its cursor resumed and polled once,
-/// its counters rendered, as the exporter does at start. Invariants: names are sorted and unique;
+/// its ledger check compared, its counters rendered, as the exporter does at start. Invariants: names are sorted and unique;
 /// restoring is repeatable; every error names the file; queries have ordered bounds; the
 /// exposition is well-formed.
 pub fn state_file(data: &[u8]) {
@@ -315,6 +315,8 @@ pub fn state_file(data: &[u8]) {
         assert_eq!(again.as_ref(), Some(&restored), "restoring {name:?} twice gave two answers");
 
         let settled_through_ms = restored.cursor.settled_through;
+        let mut ledger = restored.ledger;
+        ledger.settle(WALL_CLOCK_MS);
         let mut cursor = BillCursor::resume(restored.cursor, OVERLAP_MS, PAGE_SIZE);
         cursor.start_poll(WALL_CLOCK_MS);
         if let Some(query) = cursor.next_query() {
@@ -325,6 +327,7 @@ pub fn state_file(data: &[u8]) {
         slot.publish(AccountSnapshot {
             counters: Arc::new(restored.counters),
             settled_through_ms,
+            ledger: ledger.differences(),
             up: true,
             ..Default::default()
         });

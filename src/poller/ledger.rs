@@ -132,14 +132,16 @@ type Totals = BTreeMap<String, Decimal>;
 pub struct Ledger {
     /// Per coin id, from its first settled answer on.
     coins: BTreeMap<u64, CoinLedger>,
-    /// Answers not settled yet, oldest first.
+    /// Answers not settled yet, oldest first. Not saved: after a restart the next answers take
+    /// their place (the comparison then waits one overlap longer), and a state file stays small.
+    #[serde(skip)]
     pending: Vec<Observation>,
     /// Signed sums of counted bills not yet compared: creation ms -> coin id -> field.
     uncompared: BTreeMap<i64, BTreeMap<u64, Totals>>,
 }
 
 /// The running totals of one coin's records in one answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct Observation {
     coin_id: u64,
     /// By the exchange's clock: every bill created up to this time is in these totals.
@@ -148,7 +150,7 @@ struct Observation {
     records: BTreeMap<String, RecordTotals>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 struct RecordTotals {
     created_ms: Option<i64>,
     totals: Totals,
@@ -344,23 +346,25 @@ impl Ledger {
     }
 
     /// Whether a saved ledger holds only what this exporter writes: known fields, plausible
-    /// times, and bounded sizes.
+    /// times, and no more coins than the counters keep.
     pub fn check(&self, plausible_ms: &std::ops::RangeInclusive<i64>, max_coins: usize) -> Result<(), String> {
         let known = |field: &String| RUNNING_TOTALS.iter().any(|total| total.field == field);
         let ledgers = self.coins.values();
         let mut totals: Vec<&Totals> = ledgers.clone().flat_map(|l| [&l.gone, &l.bills]).collect();
         totals.extend(ledgers.flat_map(|l| l.records.values()).flat_map(|r| [&r.start, &r.latest]));
-        totals.extend(self.pending.iter().flat_map(|o| o.records.values()).map(|r| &r.totals));
         totals.extend(self.uncompared.values().flat_map(BTreeMap::values));
         if let Some(field) = totals.iter().flat_map(|t| t.keys()).find(|f| !known(f)) {
             return Err(format!("ledger field {field:?} is no running total this exporter compares"));
         }
-        let times = self.coins.values().map(|l| l.since_ms).chain(self.pending.iter().map(|o| o.at_ms));
-        if let Some(bad) = times.chain(self.uncompared.keys().copied()).find(|t| !plausible_ms.contains(t)) {
+        let times = self.coins.values().map(|l| l.since_ms).chain(self.uncompared.keys().copied());
+        if let Some(bad) = times.into_iter().find(|t| !plausible_ms.contains(t)) {
             return Err(format!("ledger time {bad} is not a plausible time in milliseconds"));
         }
-        if self.coins.len() > max_coins || self.pending.len() > MAX_PENDING {
-            return Err("the ledger holds more coins or waiting answers than this exporter keeps".into());
+        if self.coins.len() > max_coins {
+            return Err(format!(
+                "the ledger holds {} coins, more than the {max_coins} this exporter keeps",
+                self.coins.len()
+            ));
         }
         Ok(())
     }

@@ -5,14 +5,10 @@
 use crate::common;
 
 use capi_sim::{NewBill, SimBill, SimOptions, TimeField};
-use common::{Exporter, Scrape};
+use common::{now_ms, Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
+use std::time::Duration;
 
 fn new_bill(kind: &str, symbol: &str, amount: i64, fee: i64, ctime_ms: i64) -> NewBill {
     NewBill {

@@ -333,3 +333,21 @@ fn parse_sample(line: &str) -> Sample {
     };
     Sample { name, labels, value }
 }
+
+/// This machine's clock, in milliseconds since the epoch (the simulated exchange's, unless a test
+/// sets it off).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
+}
+
+/// A USDT bill on `cmt_btcusdt`, its amount and fee in hundredths.
+pub fn usdt_bill(kind: &str, amount: i64, fee: i64) -> capi_sim::NewBill {
+    capi_sim::NewBill {
+        coin: "USDT".into(),
+        symbol: "cmt_btcusdt".into(),
+        business_type: kind.into(),
+        amount: rust_decimal::Decimal::new(amount, 2),
+        fill_fee: rust_decimal::Decimal::new(fee, 2),
+        ..capi_sim::NewBill::default()
+    }
+}

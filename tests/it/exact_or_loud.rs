@@ -6,13 +6,9 @@
 use crate::common;
 
 use capi_sim::{Fault, NewBill, SimOptions};
-use common::{Exchange, Exporter, Scrape};
+use common::{now_ms, Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
-}
+use std::time::Duration;
 
 /// Fast polls, room in the weight budget for the hundreds of queries of a crowded millisecond,
 /// and a short overlap so that counts settle quickly.

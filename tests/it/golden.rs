@@ -10,6 +10,7 @@
 //!   serves, in each format, values left out (the demo's activity runs on the clock).
 
 use crate::common;
+use common::now_ms;
 
 use capi_exporter::api::client::{read_account_answer, read_bill_answer};
 use capi_exporter::api::{Coins, Endpoint};
@@ -143,10 +144,6 @@ fn fixed_answers_text() {
 fn fixed_answers_openmetrics() {
     let page = fixed_answers().page(Format::OpenMetrics).into_bytes();
     insta::assert_snapshot!(stable(&String::from_utf8(page).unwrap()));
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 /// Each family's metadata lines and each distinct sample name with its label names, in the

@@ -5,8 +5,7 @@
 use crate::common;
 
 use capi_sim::{NewBill, SimOptions};
-use common::{Exchange, Exporter, Scrape};
-use rust_decimal::Decimal;
+use common::{now_ms, usdt_bill, Exchange, Exporter, Scrape};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -26,17 +25,6 @@ fn all_zero(scrape: &Scrape) -> bool {
     differences.len() == FIELDS && differences.values().all(|d| *d == 0.0)
 }
 
-fn usdt(kind: &str, amount: i64, fee: i64) -> NewBill {
-    NewBill {
-        coin: "USDT".into(),
-        symbol: "cmt_btcusdt".into(),
-        business_type: kind.into(),
-        amount: Decimal::new(amount, 2),
-        fill_fee: Decimal::new(fee, 2),
-        ..NewBill::default()
-    }
-}
-
 fn hidden(bill: NewBill) -> NewBill {
     NewBill { visible_after: Duration::MAX, ..bill }
 }
@@ -48,9 +36,9 @@ async fn a_hidden_bill_and_a_total_moved_without_a_bill_show_with_their_field_an
     let exporter = Exporter::start(&exchange, &["--bills.overlap", "1s"]);
     exporter.wait_for("every running total compared, at 0", all_zero).await;
 
-    exchange.sim.add_bill(key, usdt("deposit", 300, 0));
-    exchange.sim.add_bill(key, hidden(usdt("deposit", 250, 0)));
-    exchange.sim.add_bill(key, hidden(usdt("position_open_long", -1000, -6)));
+    exchange.sim.add_bill(key, usdt_bill("deposit", 300, 0));
+    exchange.sim.add_bill(key, hidden(usdt_bill("deposit", 250, 0)));
+    exchange.sim.add_bill(key, hidden(usdt_bill("position_open_long", -1000, -6)));
     let scrape = exporter
         .wait_for("the hidden bills' difference", |s| {
             differences(s).get("cum_deposit_amount") == Some(&2.5)
@@ -85,25 +73,23 @@ async fn a_hidden_bill_and_a_total_moved_without_a_bill_show_with_their_field_an
 /// more than a page in one millisecond, and some that become visible a second late.
 fn add_activity(exchange: &Exchange, round: i64) {
     let key = exchange.key();
-    let at = Some(common_now_ms());
+    let at = Some(now_ms());
     for n in 0..120 {
         let bill = match n % 4 {
-            0 => usdt("deposit", 100 + n, 0),
-            1 => usdt("withdraw", -(50 + n), 0),
-            2 => usdt("position_open_long", -(200 + n), -(n % 5 + 1)),
-            _ => usdt("position_funding", if n % 8 == 3 { 7 } else { -3 }, 0),
+            0 => usdt_bill("deposit", 100 + n, 0),
+            1 => usdt_bill("withdraw", -(50 + n), 0),
+            2 => usdt_bill("position_open_long", -(200 + n), -(n % 5 + 1)),
+            _ => usdt_bill("position_funding", if n % 8 == 3 { 7 } else { -3 }, 0),
         };
         exchange.sim.add_bill(key, NewBill { ctime_ms: at, ..bill });
     }
     for n in 0..20 {
-        let late =
-            NewBill { visible_after: Duration::from_millis(1_000), ..usdt("position_close_long", 500 + n + round, -2) };
+        let late = NewBill {
+            visible_after: Duration::from_millis(1_000),
+            ..usdt_bill("position_close_long", 500 + n + round, -2)
+        };
         exchange.sim.add_bill(key, late);
     }
-}
-
-fn common_now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 /// Scrapes until the cursor has settled past every bill so far, checking every page on the way:
@@ -141,7 +127,7 @@ async fn bursts_late_bills_restarts_and_kill_9_leave_every_difference_as_it_was(
     exporter.wait_for("every running total compared, at 0", all_zero).await;
     // One bill never listed: its difference must stay exactly as it is through all that follows
     // (a comparison that began afresh at a restart would show 0 instead).
-    exchange.sim.add_bill(exchange.key(), hidden(usdt("deposit", 1234, 0)));
+    exchange.sim.add_bill(exchange.key(), hidden(usdt_bill("deposit", 1234, 0)));
     exporter
         .wait_for("the hidden deposit's difference", |s| {
             differences(s).get("cum_deposit_amount") == Some(&HIDDEN_DEPOSIT)

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use capi_sim::{Fault, NewBill, NewPosition, SimOptions};
+use capi_sim::{Fault, NewPosition, SimOptions};
 use common::{Exchange, Exporter};
 use rust_decimal::Decimal;
 use std::io::Write as _;
@@ -38,14 +38,7 @@ async fn promtool_finds_nothing_in_the_default_page() {
     );
     let exporter = Exporter::start(&exchange, &[]);
     exporter.wait_up().await;
-    let bill = |kind: &str, amount: i64, fee: i64| NewBill {
-        coin: "USDT".into(),
-        symbol: "cmt_btcusdt".into(),
-        business_type: kind.into(),
-        amount: Decimal::new(amount, 2),
-        fill_fee: Decimal::new(fee, 2),
-        ..NewBill::default()
-    };
+    let bill = common::usdt_bill;
     exchange.sim.add_bill(&key, bill("position_open_short", 500, -6));
     exchange.sim.add_bill(&key, bill("position_funding", -30, 0));
     exchange.sim.inject_fault(Fault::ExchangeError { code: "40015".into() }, 1);

@@ -5,7 +5,7 @@
 use crate::common;
 
 use capi_sim::{NewBill, SimOptions};
-use common::{Exchange, Exporter, Scrape};
+use common::{now_ms, Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -196,10 +196,6 @@ fn state_with(path: &std::path::Path, settled_through_ms: i64, bills: &str) {
         r#"{{"settled_through":{settled_through_ms},"seen":{{}},"bills":{bills},"amounts":[],"fill_fees":[],"balances":{{}},"truncated_queries":0}}"#
     );
     std::fs::write(path, format!(r#"{{"format":1,"accounts":{{"default":{entry}}}}}"#)).unwrap();
-}
-
-fn now_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 #[tokio::test(flavor = "multi_thread")]
