@@ -124,6 +124,11 @@ pub fn fields() -> impl Iterator<Item = &'static str> {
 /// coin is compared, so a long wait (a deferred bill scan) loses no comparison, only older ones.
 const MAX_PENDING: usize = 256;
 
+/// How far a record's `updated_time` may be ahead of the request's time by this machine's idea of
+/// the exchange's clock, which is off by up to its 30 s window (more until a rejected timestamp
+/// corrects it): a day, as far as a learned clock offset goes.
+const MAX_AHEAD_MS: i64 = 86_400_000;
+
 /// Values by running total's field name.
 type Totals = BTreeMap<String, Decimal>;
 
@@ -197,7 +202,10 @@ impl Ledger {
         let mut at_ms = asked_at_ms;
         let mut records = BTreeMap::new();
         for collateral in mine {
-            let updated = collateral.updated_time.map(|t| t.0);
+            // A record cannot have changed after the answer; a time far beyond the request (another
+            // unit, a glitch) would keep the answer waiting for ever, so it is not taken.
+            let updated =
+                collateral.updated_time.map(|t| t.0).filter(|t| *t <= asked_at_ms.saturating_add(MAX_AHEAD_MS));
             at_ms = at_ms.max(updated.unwrap_or(i64::MIN));
             let totals = RUNNING_TOTALS
                 .iter()

@@ -78,6 +78,19 @@ fn an_answer_is_compared_only_once_its_time_has_settled() {
 }
 
 #[test]
+fn an_update_time_far_beyond_the_request_does_not_keep_the_answer_waiting() {
+    let mut ledger = Ledger::default();
+    // Microseconds where milliseconds belong: a thousand times now.
+    ledger.observe(USDT, &answer(vec![record(1_713_339_011_237_000, &[("cum_deposit_amount", dec("0"))])]), 1_000);
+    ledger.settle(1_000);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
+    // Within a day ahead (a clock estimate behind the exchange's): taken.
+    ledger.observe(USDT, &answer(vec![record(50_000, &[("cum_deposit_amount", dec("0"))])]), 2_000);
+    ledger.settle(49_999);
+    assert_eq!(ledger.pending.len(), 1, "waits for the record's own time");
+}
+
+#[test]
 fn bills_before_the_first_settled_answer_are_in_its_totals_already() {
     let mut ledger = Ledger::default();
     ledger.count(&bill(500, "withdraw", dec("-3"), Decimal::ZERO), USDT);
