@@ -10,8 +10,9 @@ is this script. Then checks, against live data:
 2. every PromQL expression of every dashboard panel and template variable parses and returns data;
 3. a liquidation started on the simulated exchange reaches the webhook as CapiAccountLiquidating,
    and how long that took from the moment the liquidation started; then its resolution;
-4. a deposit booked at the start but never listed by the bill query (the ledger broken on
-   purpose) reaches the webhook as CapiLedgerMismatch, naming its field and amount;
+4. the ledger broken on purpose at the start, both ways the simulated exchange can: a deposit on
+   demo-1 that the bill query never lists, and demo-2's withdrawal total moved with no bill; each
+   reaches the webhook as CapiLedgerMismatch, naming its account, field and amount;
 5. no other alert fired on the demo's normal activity during the run;
 6. account figures and bill counters join on the coin's name and on its id;
 7. a reload (SIGHUP) of a broken web configuration is refused: Prometheus sees
@@ -263,40 +264,47 @@ def check_liquidation_alert(prom, sim_url, report):
     return latency
 
 
-HIDDEN_DEPOSIT = {"account": 1, "coin_id": 2, "business_type": "deposit", "amount": "5"}
+# The two ways the simulated exchange breaks the ledger: (route, query, account, field, amount).
+LEDGER_BREAKS = [
+    ("hidden-bill", {"account": 1, "coin_id": 2, "business_type": "deposit", "amount": "5"}, "demo-1", "cum_deposit_amount", "5"),
+    ("running-total", {"account": 2, "coin_id": 2, "field": "cum_withdraw_amount", "by": "1.5"}, "demo-2", "cum_withdraw_amount", "1.5"),
+]
 
 
-def hide_a_deposit(prom, sim_url):
-    """Once demo-1's ledger check has begun, books a deposit on it that the bill query never
-    lists; returns when."""
-    wait_for("demo-1's ledger check to begin", lambda: prom.query('capi_ledger_difference{account="demo-1"}'), DATA_DEADLINE)
-    query = urllib.parse.urlencode(HIDDEN_DEPOSIT)
-    urllib.request.urlopen(urllib.request.Request(f"{sim_url}/sim/hidden-bill?{query}", method="POST"), timeout=10).read()
+def break_the_ledger(prom, sim_url):
+    """Once both demo accounts' ledger checks have begun, breaks each on purpose; returns when."""
+    for account in ("demo-1", "demo-2"):
+        wait_for(f"{account}'s ledger check to begin", lambda a=account: prom.query(f'capi_ledger_difference{{account="{a}"}}'), DATA_DEADLINE)
+    for route, query, _, _, _ in LEDGER_BREAKS:
+        request = urllib.request.Request(f"{sim_url}/sim/{route}?{urllib.parse.urlencode(query)}", method="POST")
+        urllib.request.urlopen(request, timeout=10).read()
     return time.time()
 
 
-def check_ledger_alert(prom, hidden_at, report):
-    """The hidden deposit shows as the ledger difference of its field, and, once it has lasted,
-    as CapiLedgerMismatch at the webhook."""
-    series = 'capi_ledger_difference{account="demo-1",coin="USDT",field="cum_deposit_amount"}'
-    rows = wait_for("the hidden deposit's ledger difference", lambda: prom.query(f"{series} == 5"), DATA_DEADLINE)
-    others = prom.query('capi_ledger_difference{field!="cum_deposit_amount"} != 0 or capi_ledger_difference{account!="demo-1"} != 0')
-    assert not others, f"other ledger differences: {others}"
+def check_ledger_alerts(prom, broken_at, report):
+    """Each break shows as the ledger difference of its account and field, and nothing else
+    differs; once they have lasted, each reaches the webhook as CapiLedgerMismatch."""
+    expected = {(account, field): amount for _, _, account, field, amount in LEDGER_BREAKS}
+    for (account, field), amount in expected.items():
+        series = f'capi_ledger_difference{{account="{account}",coin="USDT",field="{field}"}}'
+        wait_for(f"{account}'s {field} difference", lambda s=series, a=amount: prom.query(f"{s} == {a}"), DATA_DEADLINE)
+    differing = {(r["metric"]["account"], r["metric"]["field"]) for r in prom.query("capi_ledger_difference != 0")}
+    assert differing == set(expected), f"ledger differences: {differing}"
 
     def delivered():
         with Webhook.lock:
+            firing = {}
             for arrived, body in Webhook.received:
                 for alert in body.get("alerts", []):
                     labels = alert["labels"]
                     if alert["status"] == "firing" and labels.get("alertname") == "CapiLedgerMismatch":
-                        return arrived, alert
-        return None
+                        firing.setdefault((labels["account"], labels["field"]), (arrived, alert))
+        return firing if set(firing) == set(expected) else None
 
-    arrived, alert = wait_for("CapiLedgerMismatch at the webhook", delivered, ALERT_DEADLINE * 6)
-    labels = alert["labels"]
-    assert (labels["account"], labels["field"], labels["coin"]) == ("demo-1", "cum_deposit_amount", "USDT"), alert
-    assert "moved 5 USDT more" in alert["annotations"]["description"], alert
-    report.append(f"hidden deposit -> ledger difference 5 ({len(rows)} series) -> CapiLedgerMismatch at the webhook {arrived - hidden_at:.0f} s after it was booked")
+    firing = wait_for("CapiLedgerMismatch for both breaks at the webhook", delivered, ALERT_DEADLINE * 6)
+    for key, (arrived, alert) in firing.items():
+        assert f"moved {expected[key]} USDT more" in alert["annotations"]["description"], alert
+        report.append(f"{key[0]} {key[1]} broken -> difference {expected[key]} -> CapiLedgerMismatch at the webhook {arrived - broken_at:.0f} s later")
 
 
 def check_coin_join(prom, report):
@@ -329,11 +337,11 @@ def check_reload(prom, exporter, work, url, report):
 
 
 def check_quiet(prom, report):
-    """No alert but the liquidation and the ledger mismatch made on purpose fired during the run:
+    """No alert but the liquidation and the ledger mismatches made on purpose fired during the run:
     the demo's normal activity is a day on which no shipped alert fires."""
     fired = prom.query('max_over_time(ALERTS{alertstate="firing", alertname!="CapiAccountLiquidating"}[1h])')
-    on_purpose = {"alertname": "CapiLedgerMismatch", "account": "demo-1", "field": "cum_deposit_amount"}
-    others = [o["metric"] for o in fired if any(o["metric"].get(k) != v for k, v in on_purpose.items())]
+    on_purpose = {("CapiLedgerMismatch", account, field) for _, _, account, field, _ in LEDGER_BREAKS}
+    others = [o["metric"] for o in fired if (o["metric"]["alertname"], o["metric"].get("account"), o["metric"].get("field")) not in on_purpose]
     assert not others, f"alerts fired on the demo's normal activity: {others}"
     report.append("no other alert fired on the demo's normal activity")
 
@@ -363,13 +371,13 @@ def main():
         wait_for("Prometheus to be ready", lambda: urllib.request.urlopen(f"{prom.url}/-/ready", timeout=5).status == 200, 60)
         wait_for("Alertmanager to be ready", lambda: urllib.request.urlopen(f"http://127.0.0.1:{ports['alertmanager']}/-/ready", timeout=5).status == 200, 60)
         wait_for("the exporter's target to be up", lambda: prom.query('up{job="capi"} == 1'), 60)
-        hidden_at = hide_a_deposit(prom, sim_url)
+        broken_at = break_the_ledger(prom, sim_url)
         check_rules(prom, report)
         check_dashboards(prom, report)
         check_coin_join(prom, report)
         latency = check_liquidation_alert(prom, sim_url, report)
         check_reload(prom, exporter, work, exporter_url, report)
-        check_ledger_alert(prom, hidden_at, report)
+        check_ledger_alerts(prom, broken_at, report)
         check_quiet(prom, report)
     except (AssertionError, QueryError) as error:
         print("\n".join(report))

@@ -321,6 +321,26 @@ impl Book {
         account.version += 1;
     }
 
+    /// Moves a running total (`cum_*`) of the coin's collateral by `by`, with no bill: what the
+    /// exporter's ledger check must notice. `None` when the field is no running total.
+    pub(crate) fn move_running_total(
+        &mut self,
+        api_key: &str,
+        coin_id: u64,
+        field: &str,
+        by: Decimal,
+        now_ms: i64,
+    ) -> Option<Decimal> {
+        if !field.starts_with("cum_") {
+            return None;
+        }
+        let collateral = self.scripted(api_key).collateral_mut(coin_id, now_ms);
+        let current: Decimal = collateral.to_json().get(field)?.as_str()?.parse().ok()?;
+        let moved = current.checked_add(by)?;
+        self.set_collateral_field(api_key, coin_id, field, Value::from(moved.to_string()), now_ms);
+        Some(moved)
+    }
+
     /// Starts or ends a liquidation: the flag, and a zero-amount start/finish bill.
     pub(crate) fn set_liquidating(&mut self, api_key: &str, coin_id: u64, on: bool, now_ms: i64) {
         let collateral = &mut self.scripted(api_key).collateral_mut(coin_id, now_ms).value;

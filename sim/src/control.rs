@@ -3,8 +3,11 @@
 //! - `POST /sim/liquidation?account=N&coin_id=C&on=true|false` starts or ends a liquidation, as
 //!   [`super::SimExchange::set_liquidating`] does;
 //! - `POST /sim/hidden-bill?account=N&coin_id=C&business_type=T&amount=A` books a bill that the
-//!   bill query never lists: the collateral and its running totals move, no bill shows (what the
-//!   exporter's ledger check is for).
+//!   bill query never lists: the collateral and its running totals move, no bill shows;
+//! - `POST /sim/running-total?account=N&coin_id=C&field=F&by=X` moves a running total (`cum_*`)
+//!   with no bill at all.
+//!
+//! The last two break the ledger on purpose: what the exporter's ledger check is for.
 
 use super::records::coin_name;
 use super::{NewBill, SimExchange};
@@ -18,6 +21,7 @@ use std::time::Duration;
 
 pub(crate) const LIQUIDATION_PATH: &str = "/sim/liquidation";
 pub(crate) const HIDDEN_BILL_PATH: &str = "/sim/hidden-bill";
+pub(crate) const RUNNING_TOTAL_PATH: &str = "/sim/running-total";
 
 #[derive(Debug, Deserialize)]
 struct Liquidation {
@@ -34,8 +38,19 @@ struct HiddenBill {
     amount: Decimal,
 }
 
+#[derive(Debug, Deserialize)]
+struct RunningTotal {
+    account: u64,
+    coin_id: u64,
+    field: String,
+    by: Decimal,
+}
+
 pub(crate) fn routes(router: Router<SimExchange>) -> Router<SimExchange> {
-    router.route(LIQUIDATION_PATH, post(liquidation)).route(HIDDEN_BILL_PATH, post(hidden_bill))
+    router
+        .route(LIQUIDATION_PATH, post(liquidation))
+        .route(HIDDEN_BILL_PATH, post(hidden_bill))
+        .route(RUNNING_TOTAL_PATH, post(running_total))
 }
 
 /// The api key of the `account`th account, if it holds the coin.
@@ -61,6 +76,19 @@ async fn hidden_bill(State(sim): State<SimExchange>, Query(request): Query<Hidde
     };
     let id = sim.add_bill(&key, bill);
     (StatusCode::OK, format!("bill {id} booked on account {}, never listed\n", request.account))
+}
+
+async fn running_total(State(sim): State<SimExchange>, Query(request): Query<RunningTotal>) -> (StatusCode, String) {
+    let key = match account_key(&sim, request.account, request.coin_id) {
+        Ok(key) => key,
+        Err(refused) => return refused,
+    };
+    match sim.move_running_total(&key, request.coin_id, &request.field, request.by) {
+        Some(total) => {
+            (StatusCode::OK, format!("{} of account {} is now {total}, with no bill\n", request.field, request.account))
+        }
+        None => (StatusCode::BAD_REQUEST, format!("{} is no running total of the collateral\n", request.field)),
+    }
 }
 
 async fn liquidation(State(sim): State<SimExchange>, Query(request): Query<Liquidation>) -> (StatusCode, String) {
@@ -91,7 +119,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_hidden_bill_moves_the_running_total_and_is_never_listed() {
+    async fn a_hidden_bill_or_a_moved_total_breaks_the_ledger() {
         let sim = SimExchange::new(SimOptions::default());
         let account = Credentials::generate(1);
         sim.add_account(account.clone(), &[2]);

@@ -28,6 +28,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use rust_decimal::Decimal;
 use tokio::task::JoinHandle;
 
 pub use activity::DEMO_TICK;
@@ -252,6 +253,12 @@ impl SimExchange {
     /// the field is set again.
     pub fn set_collateral_field(&self, api_key: &str, coin_id: u64, field: &str, value: serde_json::Value) {
         self.with_book(|book, now| book.set_collateral_field(api_key, coin_id, field, value, now));
+    }
+
+    /// Moves a running total of the coin's collateral (`cum_deposit_amount`, ...) by `by` without
+    /// a bill; returns its new value, `None` for a field that is no running total.
+    pub fn move_running_total(&self, api_key: &str, coin_id: u64, field: &str, by: Decimal) -> Option<Decimal> {
+        self.with_book(|book, now| book.move_running_total(api_key, coin_id, field, by, now))
     }
 
     /// Sets `is_liquidating` and books a zero-amount `start_liquidate` / `finish_liquidate` bill.

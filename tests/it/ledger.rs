@@ -54,7 +54,7 @@ async fn a_hidden_bill_and_a_total_moved_without_a_bill_show_with_their_field_an
     assert_eq!(scrape.value("capi_bills_total", &[("business_type", "deposit")]), Some(1.0), "the visible one");
 
     // 1.25 withdrawn as far as the running total says, with no bill at all.
-    exchange.sim.set_collateral_field(key, 2, "cum_withdraw_amount", serde_json::json!("1.25"));
+    exchange.sim.move_running_total(key, 2, "cum_withdraw_amount", rust_decimal::Decimal::new(125, 2)).unwrap();
     let scrape = exporter
         .wait_for("the withdrawal total's difference", |s| differences(s).get("cum_withdraw_amount") == Some(&1.25))
         .await;
