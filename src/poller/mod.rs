@@ -74,7 +74,7 @@ pub struct Checkpoint {
     /// exchange's clock as the first answers corrected it, not this machine's.
     pub cursor: Option<CursorState>,
     pub counters: Arc<BillCounters>,
-    pub ledger: Ledger,
+    pub ledger: Arc<Ledger>,
 }
 
 impl Checkpoint {
@@ -91,7 +91,11 @@ impl Checkpoint {
                 }
                 let settled_through_ms = restored.cursor.settled_through;
                 info!(account, settled_through_ms, "resuming bill counting from the state file");
-                Self { cursor: Some(restored.cursor), counters: Arc::new(restored.counters), ledger: restored.ledger }
+                Self {
+                    cursor: Some(restored.cursor),
+                    counters: Arc::new(restored.counters),
+                    ledger: Arc::new(restored.ledger),
+                }
             }
             Some(Err(e)) => {
                 // Opening the state file checked every entry and said at error level which

@@ -47,7 +47,8 @@ pub struct PollState {
     cursor: Option<BillCursor>,
     /// Shared with the published snapshot: copied on write, only when bills arrive.
     counters: Arc<BillCounters>,
-    ledger: Ledger,
+    /// Shared with the checkpoint between polls: copied on write.
+    ledger: Arc<Ledger>,
     /// The polled coins by name, as bills give it, for the ledger check.
     coin_ids_by_name: BTreeMap<String, u64>,
     /// Shared with the published snapshots: each answer is held once, however many read it.
@@ -63,7 +64,7 @@ impl PollState {
             coin_ids.iter().filter_map(|id| Some((settings.coins.name(*id)?.to_owned(), *id))).collect();
         let configured_coins = coin_ids_by_name.keys().cloned().collect();
         let mut ledger = checkpoint.ledger;
-        ledger.retain_coins(&coin_ids_by_name.values().copied().collect::<Vec<_>>());
+        Arc::make_mut(&mut ledger).retain_coins(&coin_ids_by_name.values().copied().collect::<Vec<_>>());
         let mut state = Self {
             overlap_ms: millis(settings.overlap),
             backfill_ms: millis(settings.backfill),
@@ -85,7 +86,7 @@ impl PollState {
         let info = with_coin_id(info, coin);
         // Bills name their coin: a coin without a name has no bills to compare with.
         if self.coin_ids_by_name.values().any(|id| *id == coin) {
-            self.ledger.observe(coin, &info, asked_at_ms);
+            Arc::make_mut(&mut self.ledger).observe(coin, &info, asked_at_ms);
         }
         self.coins.insert(coin, Arc::new(info));
         self.fetched_at_ms.insert(coin, now_ms);
@@ -130,7 +131,7 @@ impl PollState {
         let miscounted = accepted.new_bills.iter().flat_map(|bill| counters.count(bill)).collect();
         for bill in &accepted.new_bills {
             if let Some(coin_id) = self.coin_ids_by_name.get(&bill.coin) {
-                self.ledger.count(bill, *coin_id);
+                Arc::make_mut(&mut self.ledger).count(bill, *coin_id);
             }
         }
         if let Some(shortfall) = &accepted.shortfall {
@@ -149,7 +150,7 @@ impl PollState {
     /// bills; returns the differences that changed.
     pub fn compare_ledger(&mut self) -> Vec<Changed> {
         match &self.cursor {
-            Some(cursor) => self.ledger.settle(cursor.state().settled_through),
+            Some(cursor) => Arc::make_mut(&mut self.ledger).settle(cursor.state().settled_through),
             None => Vec::new(),
         }
     }

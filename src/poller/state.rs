@@ -335,7 +335,7 @@ impl SavedAccount {
         }
         self.check_labels()?;
         self.check_known()?;
-        self.ledger.check(&PLAUSIBLE_MS, MAX_COINS)
+        self.ledger.check(&PLAUSIBLE_MS)
     }
 
     /// Sums and balances are of coins and business types that have a count, and those are

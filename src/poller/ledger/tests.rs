@@ -173,7 +173,7 @@ fn a_saved_ledger_is_checked_before_it_is_used() {
     ledger.observe(USDT, &answer(vec![record(100, &[("cum_deposit_amount", dec("1"))])]), 100);
     ledger.count(&bill(150, "deposit", dec("1"), Decimal::ZERO), USDT);
     let plausible = 0..=4_102_444_800_000;
-    assert_eq!(ledger.check(&plausible, 32), Ok(()));
+    assert_eq!(ledger.check(&plausible), Ok(()));
     ledger.settle(100);
     ledger.observe(USDT, &answer(vec![record(200, &[("cum_deposit_amount", dec("2"))])]), 200);
     let text = serde_json::to_string(&ledger).unwrap();
@@ -183,11 +183,11 @@ fn a_saved_ledger_is_checked_before_it_is_used() {
         Ledger { pending: Vec::new(), ..ledger.clone() },
         "saved and read back, but for the waiting answer"
     );
-    let unknown: Ledger = serde_json::from_str(&text.replace("cum_deposit_amount", "cum_made_up")).unwrap();
-    assert!(unknown.check(&plausible, 32).unwrap_err().contains("cum_made_up"));
+    let unknown = serde_json::from_str::<Ledger>(&text.replace("cum_deposit_amount", "cum_made_up"));
+    assert!(unknown.unwrap_err().to_string().contains("cum_made_up"));
     let future: Ledger =
         serde_json::from_str(&text.replace("\"since_ms\":100", "\"since_ms\":9999999999999999")).unwrap();
-    assert!(future.check(&plausible, 32).unwrap_err().contains("plausible"));
+    assert!(future.check(&plausible).unwrap_err().contains("plausible"));
 }
 
 /// One bill of the model exchange: its type, amount and fee, when it is created and when the
