@@ -242,11 +242,16 @@ impl<'a> View<'a> {
 impl View<'_> {
     /// The ledger check's differences, withdrawn with the coin's figures when they are stale.
     fn write_ledger(&self, lines: &mut Lines) {
-        let fresh: Vec<u64> = self.coins().map(|(coin, _)| coin).collect();
-        let differences = self.snapshot.ledger.iter().filter(|((coin, _), _)| fresh.contains(coin));
-        let samples = differences.map(|((coin, field), difference)| {
-            (((&self.account, coin_labels(self.coins, *coin)), [("field", *field)]), *difference)
-        });
+        // The account's and coin's labels rendered once per coin, not once per field.
+        let coins: BTreeMap<u64, RenderedLabels> = self
+            .coins()
+            .map(|(coin, _)| (coin, RenderedLabels::new(&(&self.account, coin_labels(self.coins, coin)))))
+            .collect();
+        let samples = self
+            .snapshot
+            .ledger
+            .iter()
+            .filter_map(|((coin, field), difference)| Some(((coins.get(coin)?, [("field", *field)]), *difference)));
         lines.family(&LEDGER_DIFFERENCE, samples);
     }
 }
