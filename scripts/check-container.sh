@@ -75,6 +75,9 @@ setup_tools() {
         command -v $tool >/dev/null 2>&1 || [ -x /usr/lib/podman/$tool ] || missing+=($tool)
     done
     [ -x /usr/lib/podman/aardvark-dns ] || missing+=(aardvark-dns)
+    # netavark sets up each container network's firewall rules with iptables; without it every
+    # build step with a network fails with "netavark: No such file or directory".
+    command -v iptables >/dev/null 2>&1 || [ -x /usr/sbin/iptables ] || missing+=(iptables)
     [ ${#missing[@]} -eq 0 ] && return 0
     local sudo=""
     [ "$(id -u)" -eq 0 ] || sudo="sudo"
@@ -120,7 +123,7 @@ runtime_stand_in() {
         --customize-hook='chroot "$1" useradd --uid 65532 --user-group --home-dir /home/nonroot --create-home nonroot'
 }
 
-run_check "tools installed (podman, buildah, mmdebstrap, runc, netavark, aardvark-dns)" setup_tools
+run_check "tools installed (podman, buildah, mmdebstrap, runc, netavark, aardvark-dns, iptables)" setup_tools
 run_check "$PODMAN_COMPOSE in $COMPOSE_VENV" setup_compose
 run_check "stand-in for $RUST_STAND_IN (Debian bookworm and this machine's Rust toolchain)" rust_stand_in
 run_check "stand-in for $RUNTIME_STAND_IN (Debian bookworm minbase, user 65532)" runtime_stand_in
