@@ -175,9 +175,13 @@ impl SimExchange {
         self.shared.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Changes the books at the exchange's time, read once the books are held: a bill is never
+    /// dated before an answer that was given without it, as a busy machine could otherwise make
+    /// happen between reading the clock and taking the lock.
     fn with_book<T>(&self, change: impl FnOnce(&mut Book, i64) -> T) -> T {
+        let mut state = self.lock();
         let now = self.now_ms();
-        change(&mut self.lock().book, now)
+        change(&mut state.book, now)
     }
 
     /// The exchange's clock, in milliseconds since the epoch.
