@@ -74,6 +74,8 @@ def main():
     print(f"nonzero differences: {len(nonzero)}; ledger warnings in the log: {len(warnings)}")
     for elapsed, labels, value in nonzero[:20]:
         print(f"  at {elapsed} s: {{{labels}}} {value}")
+    for line in warnings[:20]:
+        print(f"  log: {line}")
     ok = scrapes > 0 and series and not nonzero and not warnings
     print(f"demo ledger: {1 if ok else 0} passed, {0 if ok else 1} failed")
     return 0 if ok else 1

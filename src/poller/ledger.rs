@@ -255,10 +255,14 @@ pub struct Changed {
 
 impl Ledger {
     /// Takes one coin's account answer, asked for at `asked_at_ms` by the exchange's clock.
+    ///
+    /// The answer is dated by its records' latest `updated_time`, or by the millisecond before
+    /// the request if later: a bill of that very millisecond may have been booked just after the
+    /// answer, while one booked before it moved `updated_time` to its own time.
     pub fn observe(&mut self, coin_id: u64, info: &AccountInfo, asked_at_ms: i64) {
         let mine =
             info.collateral.iter().filter(|c| c.coin_id.as_deref().and_then(|id| id.parse().ok()) == Some(coin_id));
-        let mut at_ms = asked_at_ms;
+        let mut at_ms = asked_at_ms.saturating_sub(1);
         let mut records: Vec<ObservedRecord> = Vec::new();
         for collateral in mine {
             // A record cannot have changed after the answer; a time far beyond the request (another

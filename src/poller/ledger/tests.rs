@@ -91,6 +91,23 @@ fn an_update_time_far_beyond_the_request_does_not_keep_the_answer_waiting() {
 }
 
 #[test]
+fn a_bill_of_the_requests_millisecond_booked_after_the_answer_waits_for_the_next_one() {
+    let mut ledger = Ledger::default();
+    ledger.observe(USDT, &answer(vec![record(100, &[("cum_deposit_amount", dec("0"))])]), 100);
+    ledger.settle(1_000);
+    // Asked at 500; a deposit dated 500 was booked just after the answer, which lacks it.
+    ledger.observe(USDT, &answer(vec![record(100, &[("cum_deposit_amount", dec("0"))])]), 500);
+    ledger.count(&bill(500, "deposit", dec("3"), Decimal::ZERO), USDT);
+    ledger.settle(1_000);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
+    // The next answer has it, and so does its date (its update time).
+    ledger.observe(USDT, &answer(vec![record(500, &[("cum_deposit_amount", dec("3"))])]), 500);
+    ledger.settle(1_000);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
+    assert!(ledger.uncompared.is_empty());
+}
+
+#[test]
 fn bills_before_the_first_settled_answer_are_in_its_totals_already() {
     let mut ledger = Ledger::default();
     ledger.count(&bill(500, "withdraw", dec("-3"), Decimal::ZERO), USDT);
