@@ -44,76 +44,31 @@ struct RunningTotal {
     follows: Follows,
 }
 
+/// `field => what it follows,` for each running total: its name is the collateral record's field.
+macro_rules! running_totals {
+    ($($field:ident => $follows:expr,)*) => {
+        [$(RunningTotal { field: stringify!($field), read: |c| c.$field, follows: $follows },)*]
+    };
+}
+
 /// Every running total with a bill type of its own. `cum_position_liquidate_fee_amount` has none
 /// (a liquidation fee is no business type of the bill query) and is left out.
-const RUNNING_TOTALS: [RunningTotal; 14] = [
-    RunningTotal { field: "cum_deposit_amount", read: |c| c.cum_deposit_amount, follows: Follows::Amount("deposit") },
-    RunningTotal {
-        field: "cum_withdraw_amount",
-        read: |c| c.cum_withdraw_amount,
-        follows: Follows::Amount("withdraw"),
-    },
-    RunningTotal {
-        field: "cum_transfer_in_amount",
-        read: |c| c.cum_transfer_in_amount,
-        follows: Follows::Amount("transfer_in"),
-    },
-    RunningTotal {
-        field: "cum_transfer_out_amount",
-        read: |c| c.cum_transfer_out_amount,
-        follows: Follows::Amount("transfer_out"),
-    },
-    RunningTotal {
-        field: "cum_margin_move_in_amount",
-        read: |c| c.cum_margin_move_in_amount,
-        follows: Follows::Amount("margin_move_in"),
-    },
-    RunningTotal {
-        field: "cum_margin_move_out_amount",
-        read: |c| c.cum_margin_move_out_amount,
-        follows: Follows::Amount("margin_move_out"),
-    },
-    RunningTotal {
-        field: "cum_position_open_long_amount",
-        read: |c| c.cum_position_open_long_amount,
-        follows: Follows::Amount("position_open_long"),
-    },
-    RunningTotal {
-        field: "cum_position_open_short_amount",
-        read: |c| c.cum_position_open_short_amount,
-        follows: Follows::Amount("position_open_short"),
-    },
-    RunningTotal {
-        field: "cum_position_close_long_amount",
-        read: |c| c.cum_position_close_long_amount,
-        follows: Follows::Amount("position_close_long"),
-    },
-    RunningTotal {
-        field: "cum_position_close_short_amount",
-        read: |c| c.cum_position_close_short_amount,
-        follows: Follows::Amount("position_close_short"),
-    },
-    RunningTotal {
-        field: "cum_position_funding_amount",
-        read: |c| c.cum_position_funding_amount,
-        follows: Follows::Amount("position_funding"),
-    },
-    RunningTotal {
-        field: "cum_position_fill_fee_amount",
-        read: |c| c.cum_position_fill_fee_amount,
-        follows: Follows::FillFee,
-    },
-    RunningTotal {
-        field: "cum_order_fill_fee_income_amount",
-        read: |c| c.cum_order_fill_fee_income_amount,
-        follows: Follows::Amount("order_fill_fee_income"),
-    },
-    RunningTotal {
-        field: "cum_order_liquidate_fee_income_amount",
-        read: |c| c.cum_order_liquidate_fee_income_amount,
-        follows: Follows::Amount("order_liquidate_fee_income"),
-    },
-];
+const RUNNING_TOTALS: [RunningTotal; 14] = running_totals! {
+    cum_deposit_amount => Follows::Amount("deposit"),
+    cum_withdraw_amount => Follows::Amount("withdraw"),
+    cum_transfer_in_amount => Follows::Amount("transfer_in"),
+    cum_transfer_out_amount => Follows::Amount("transfer_out"),
+    cum_margin_move_in_amount => Follows::Amount("margin_move_in"),
+    cum_margin_move_out_amount => Follows::Amount("margin_move_out"),
+    cum_position_open_long_amount => Follows::Amount("position_open_long"),
+    cum_position_open_short_amount => Follows::Amount("position_open_short"),
+    cum_position_close_long_amount => Follows::Amount("position_close_long"),
+    cum_position_close_short_amount => Follows::Amount("position_close_short"),
+    cum_position_funding_amount => Follows::Amount("position_funding"),
+    cum_position_fill_fee_amount => Follows::FillFee,
+    cum_order_fill_fee_income_amount => Follows::Amount("order_fill_fee_income"),
+    cum_order_liquidate_fee_income_amount => Follows::Amount("order_liquidate_fee_income"),
+};
 
 /// The names of the running totals compared, as the `field` label shows them.
 pub fn fields() -> impl Iterator<Item = &'static str> {
