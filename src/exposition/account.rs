@@ -237,9 +237,7 @@ impl<'a> View<'a> {
         let cursor = (settled > 0).then(|| (&self.account, settled as f64 / 1000.0));
         lines.family(&BILL_CURSOR, cursor);
     }
-}
 
-impl View<'_> {
     /// The ledger check's differences, withdrawn with the coin's figures when they are stale.
     fn write_ledger(&self, lines: &mut Lines) {
         // The account's and coin's labels rendered once per coin, not once per field.
