@@ -53,6 +53,9 @@ pub(crate) fn routes(router: Router<SimExchange>) -> Router<SimExchange> {
         .route(RUNNING_TOTAL_PATH, post(running_total))
 }
 
+/// An answer of the control routes: the refusals are answers too.
+type Answer = Result<(StatusCode, String), (StatusCode, String)>;
+
 /// The api key of the `account`th account, if it holds the coin.
 fn account_key(sim: &SimExchange, account: u64, coin_id: u64) -> Result<String, (StatusCode, String)> {
     let key = sim.with_book(|book, _| {
@@ -62,11 +65,8 @@ fn account_key(sim: &SimExchange, account: u64, coin_id: u64) -> Result<String, 
     key.ok_or_else(|| (StatusCode::NOT_FOUND, format!("no account {account} with coin {coin_id}\n")))
 }
 
-async fn hidden_bill(State(sim): State<SimExchange>, Query(request): Query<HiddenBill>) -> (StatusCode, String) {
-    let key = match account_key(&sim, request.account, request.coin_id) {
-        Ok(key) => key,
-        Err(refused) => return refused,
-    };
+async fn hidden_bill(State(sim): State<SimExchange>, Query(request): Query<HiddenBill>) -> Answer {
+    let key = account_key(&sim, request.account, request.coin_id)?;
     let bill = NewBill {
         coin: coin_name(request.coin_id),
         business_type: request.business_type,
@@ -75,30 +75,22 @@ async fn hidden_bill(State(sim): State<SimExchange>, Query(request): Query<Hidde
         ..NewBill::default()
     };
     let id = sim.add_bill(&key, bill);
-    (StatusCode::OK, format!("bill {id} booked on account {}, never listed\n", request.account))
+    Ok((StatusCode::OK, format!("bill {id} booked on account {}, never listed\n", request.account)))
 }
 
-async fn running_total(State(sim): State<SimExchange>, Query(request): Query<RunningTotal>) -> (StatusCode, String) {
-    let key = match account_key(&sim, request.account, request.coin_id) {
-        Ok(key) => key,
-        Err(refused) => return refused,
+async fn running_total(State(sim): State<SimExchange>, Query(request): Query<RunningTotal>) -> Answer {
+    let key = account_key(&sim, request.account, request.coin_id)?;
+    let Some(total) = sim.move_running_total(&key, request.coin_id, &request.field, request.by) else {
+        return Err((StatusCode::BAD_REQUEST, format!("{} is no running total of the collateral\n", request.field)));
     };
-    match sim.move_running_total(&key, request.coin_id, &request.field, request.by) {
-        Some(total) => {
-            (StatusCode::OK, format!("{} of account {} is now {total}, with no bill\n", request.field, request.account))
-        }
-        None => (StatusCode::BAD_REQUEST, format!("{} is no running total of the collateral\n", request.field)),
-    }
+    Ok((StatusCode::OK, format!("{} of account {} is now {total}, with no bill\n", request.field, request.account)))
 }
 
-async fn liquidation(State(sim): State<SimExchange>, Query(request): Query<Liquidation>) -> (StatusCode, String) {
-    let key = match account_key(&sim, request.account, request.coin_id) {
-        Ok(key) => key,
-        Err(refused) => return refused,
-    };
+async fn liquidation(State(sim): State<SimExchange>, Query(request): Query<Liquidation>) -> Answer {
+    let key = account_key(&sim, request.account, request.coin_id)?;
     sim.set_liquidating(&key, request.coin_id, request.on);
     let state = if request.on { "started" } else { "ended" };
-    (StatusCode::OK, format!("liquidation of account {} coin {} {state}\n", request.account, request.coin_id))
+    Ok((StatusCode::OK, format!("liquidation of account {} coin {} {state}\n", request.account, request.coin_id)))
 }
 
 #[cfg(test)]
