@@ -374,11 +374,34 @@ impl SampleValue for f64 {
 /// The exchange's figures exactly as their digits, without trailing zeros: `1.50` as `1.5`,
 /// `20.00` as `20`. Prometheus reads the float nearest to them, as it would from the
 /// exchange's own text; and writing digits costs less than converting to a float and
-/// formatting that.
+/// formatting that. The digits are the mantissa's, written by `itoa`, with the point put in
+/// by hand: `Decimal`'s `Display` took a sixth of a full render (32 instead of 28 ms per
+/// 200,000 series), and most series are decimals.
 impl SampleValue for Decimal {
     fn write_to(&self, out: &mut Vec<u8>) {
-        // `normalize` drops trailing zeros and the sign of zero; writing into a Vec cannot fail.
-        let _ = write!(out, "{}", self.normalize());
+        // `normalize` drops trailing zeros and the sign of zero.
+        let value = self.normalize();
+        if value.is_sign_negative() {
+            out.push(b'-');
+        }
+        let mut digits = itoa::Buffer::new();
+        let digits = digits.format(value.mantissa().unsigned_abs()).as_bytes();
+        // At most 28 decimal places, so the scale always fits.
+        let scale = value.scale() as usize;
+        match digits.len().checked_sub(scale) {
+            Some(whole) if whole > 0 => {
+                out.extend_from_slice(&digits[..whole]);
+                if scale > 0 {
+                    out.push(b'.');
+                    out.extend_from_slice(&digits[whole..]);
+                }
+            }
+            _ => {
+                out.extend_from_slice(b"0.");
+                out.resize(out.len() + scale - digits.len(), b'0');
+                out.extend_from_slice(digits);
+            }
+        }
     }
 }
 
@@ -491,6 +514,8 @@ mod tests {
         assert_eq!(text(decimal("1.50")), "1.5");
         assert_eq!(text(decimal("20.00")), "20");
         assert_eq!(text(decimal("-0.0031")), "-0.0031");
+        assert_eq!(text(decimal("-12.5")), "-12.5");
+        assert_eq!(text(decimal("0.05")), "0.05");
         assert_eq!(text(decimal("0.000")), "0");
         assert_eq!(text(decimal("-0.000")), "0");
         assert_eq!(text(decimal("1000")), "1000");
@@ -513,6 +538,7 @@ mod tests {
         fn decimals_read_back_exactly(mantissa in any::<i128>(), scale in 0u32..=28) {
             let value = Decimal::from_i128_with_scale(mantissa % (1i128 << 96), scale);
             let written = text(value);
+            prop_assert_eq!(&written, &value.normalize().to_string(), "rust_decimal's own text");
             prop_assert_eq!(written.parse::<Decimal>().unwrap(), value);
             let as_float: f64 = written.parse().unwrap();
             prop_assert_eq!(as_float, value.to_string().parse::<f64>().unwrap());
