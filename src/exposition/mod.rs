@@ -30,8 +30,10 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-/// How long the parts of a page sent are.
-const CHUNK_BYTES: usize = 256 * 1024;
+/// How long the parts of a page sent are. The web server asks for the next part only once the
+/// last is nearly sent, so a scrape holds about one part: with 256 KiB parts and hyper's 400 KB
+/// queue, 1,000 accounts under 8 concurrent scrapes peaked at 118 instead of 103 MiB.
+pub const CHUNK_BYTES: usize = 64 * 1024;
 
 const HANDLER_REQUESTS: Family =
     Family::counter("promhttp_metric_handler_requests", "Total number of scrapes by HTTP status code.");

@@ -3,6 +3,7 @@
 
 use super::auth::BasicAuth;
 use super::{WebError, WebSettings};
+use crate::exposition::CHUNK_BYTES;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -70,6 +71,9 @@ pub async fn serve(
     let settings = stacks.borrow().settings.clone();
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new()).keep_alive(true).header_read_timeout(non_zero(settings.header_read_timeout));
+    // A page's next chunk is asked for once the one before is nearly sent, so that a scrape holds
+    // about one chunk (hyper's default queues 400 KB); requests' headers stay limited to 64 KiB.
+    http.max_buf_size(CHUNK_BYTES);
     let connections =
         Arc::new(ConnectionSettings { stacks, http, handshake_timeout: non_zero(settings.header_read_timeout) });
     for listener in &listeners {
