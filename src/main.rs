@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use capi_exporter::config::{Cli, Config};
 use clap::Parser as _;
 
-/// jemalloc, configured in `.cargo/config.toml` to give freed memory back within a second. Each
+/// jemalloc, configured in `.cargo/config.toml` to give freed memory back within 0.2 s. Each
 /// account's lines are rendered anew at its publications, on whichever server thread scrapes:
 /// with glibc's allocator the memory of the lines replaced stayed with the thread that had
 /// allocated them, and a scrape that renders every account left 30 MB more resident at 1,000
