@@ -72,7 +72,8 @@ pub async fn serve(
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new()).keep_alive(true).header_read_timeout(non_zero(settings.header_read_timeout));
     // A page's next chunk is asked for once the one before is nearly sent, so that a scrape holds
-    // about one chunk (hyper's default queues 400 KB); requests' headers stay limited to 64 KiB.
+    // about one chunk (hyper's default queues 400 KB). The same bound refuses (431) a request
+    // whose headers reach 64 to 128 KiB, depending on how they arrive.
     http.max_buf_size(CHUNK_BYTES);
     let connections =
         Arc::new(ConnectionSettings { stacks, http, handshake_timeout: non_zero(settings.header_read_timeout) });

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -286,6 +286,26 @@ async fn a_client_that_never_finishes_the_handshake_is_disconnected() {
     let closed = tokio::time::timeout(PATIENCE, silent.read_to_end(&mut buffer)).await;
     assert!(closed.is_ok(), "the server closed the silent connection");
     assert!(get_page(&client(&pki, None), &server.https()).await.is_ok(), "and kept serving");
+    server.stop().await;
+}
+
+/// The status line a plain-HTTP request with a header of `bytes` bytes gets.
+async fn status_with_a_header_of(server: &Server, bytes: usize) -> String {
+    let mut stream = TcpStream::connect(server.address).await.unwrap();
+    let request =
+        format!("GET /metrics HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\nConnection: close\r\n\r\n", "a".repeat(bytes));
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    tokio::time::timeout(PATIENCE, stream.read_to_end(&mut answer)).await.expect("an answer in time").unwrap();
+    String::from_utf8_lossy(&answer).lines().next().unwrap_or_default().to_owned()
+}
+
+#[tokio::test]
+async fn request_headers_of_60_kib_are_read_and_of_256_kib_refused() {
+    let server = Server::start_with(WebSettings::default()).await;
+    assert_eq!(status_with_a_header_of(&server, 60 * 1024).await, "HTTP/1.1 200 OK");
+    // hyper refuses once its read buffer, growing by up to 64 KiB a read, holds 64 KiB or more.
+    assert_eq!(status_with_a_header_of(&server, 256 * 1024).await, "HTTP/1.1 431 Request Header Fields Too Large");
     server.stop().await;
 }
 
