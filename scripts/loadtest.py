@@ -30,7 +30,9 @@ A. 1,000 accounts (20 with --quick): the exporter is started and waited for: /-/
    nginx (own prefix and config in a temporary folder, `daemon off`, a master and `worker_processes
    auto`, `sendfile on`, `gzip on; gzip_types *`, a second location with `gzip_static on`) serves
    them, and `wrk -t2 -c8 -d<seconds>s --latency` runs against: nginx plain, ours plain, nginx
-   with Accept-Encoding: gzip (dynamic gzip), nginx gzip_static, ours gzip. Every answer type is
+   with Accept-Encoding: gzip (dynamic gzip), nginx gzip_static, ours gzip; then with `-t1 -c1`,
+   one scrape at a time as a Prometheus server makes them, nginx plain and ours plain (the
+   latency of one scrape, reported as nginx's p50 over ours). Every answer type is
    first checked with one request (ours must answer Content-Encoding: gzip when asked). Ours'
    CPU per scrape is taken from the plain run. RSS is read again after the runs.
 B. Python reference, on the same simulated exchange, with ours stopped: the fixture
@@ -515,8 +517,9 @@ def parse_wrk(text):
     return result
 
 
-def run_wrk(tools, url, seconds, gzip_wanted):
-    command = [tools.wrk, f"-t{THREADS}", f"-c{CONNECTIONS}", f"-d{seconds}s", "--latency", "--timeout", "60s"]
+def run_wrk(tools, url, seconds, gzip_wanted, connections=CONNECTIONS):
+    command = [tools.wrk, f"-t{min(THREADS, connections)}", f"-c{connections}", f"-d{seconds}s", "--latency",
+               "--timeout", "60s"]
     if gzip_wanted:
         command += ["-H", "Accept-Encoding: gzip"]
     command.append(url)
@@ -680,16 +683,19 @@ def phase_a(args, tools, children, work, results):
     log(f"A: /metrics has {series} series, {len(body)} bytes ({len(compressed)} gzipped at level 1; ours sent "
         f"{ours_gzip['bytes_on_wire']} with gzip); nginx on {nginx_address}")
     background = polling["background_cpu_per_s"]
-    runs = [("nginx_plain", f"http://{nginx_address}/metrics.txt", False, None),
-            ("ours_plain", f"http://{exporter.address}/metrics", False, exporter.pid),
-            ("nginx_gzip", f"http://{nginx_address}/metrics.txt", True, None),
+    ours, theirs = f"http://{exporter.address}/metrics", f"http://{nginx_address}/metrics.txt"
+    runs = [("nginx_plain", theirs, False, None),
+            ("ours_plain", ours, False, exporter.pid),
+            ("nginx_gzip", theirs, True, None),
             ("nginx_gzip_static", f"http://{nginx_address}/precompressed/metrics.txt", True, None),
-            ("ours_gzip", f"http://{exporter.address}/metrics", True, exporter.pid)]
+            ("ours_gzip", ours, True, exporter.pid),
+            ("nginx_plain_one", theirs, False, None),
+            ("ours_plain_one", ours, False, None)]
     for name, url, gzip_wanted, pid in runs:
         if pid:
             result = wrk_with_cpu(tools, url, args.seconds, gzip_wanted, pid, background)
         else:
-            result = run_wrk(tools, url, args.seconds, gzip_wanted)
+            result = run_wrk(tools, url, args.seconds, gzip_wanted, 1 if name.endswith("_one") else CONNECTIONS)
         serving["runs"][name] = result
         log(f"A: wrk {name}: {result['rps']:.1f} req/s, p50 {result.get('p50_s', 0) * 1000:.1f} ms, "
             f"p99 {result.get('p99_s', 0) * 1000:.1f} ms" + (f", {result['socket_errors_detail']}"
@@ -888,6 +894,11 @@ def table(args, results):
                 if is_target else ("report", "reported")
             rows.append(("serving", f"wrk -t{THREADS} -c{CONNECTIONS} -d{args.seconds:g}s, {label}", fmt_rate(runs[ours]),
                          f"nginx: {fmt_rate(runs[ref])}", f"{ratio:.2f}", target, result))
+        if "ours_plain_one" in runs and "nginx_plain_one" in runs:
+            ours, ref = runs["ours_plain_one"], runs["nginx_plain_one"]
+            rows.append(("serving", f"wrk -t1 -c1 -d{args.seconds:g}s, plain: one scrape at a time, as a Prometheus "
+                         "server scrapes (ratio: nginx's p50 / ours)", fmt_rate(ours), f"nginx: {fmt_rate(ref)}",
+                         f"{ref['p50_s'] / ours['p50_s']:.2f}", "report", "reported"))
     python = results.get("python")
     if "ours_plain" in runs and python:
         ours, ref = runs["ours_plain"], python["wrk"]
