@@ -254,17 +254,19 @@ impl<'a> View<'a> {
     }
 }
 
-/// How old each coin's figures of an account are, whether or not they are still shown.
-pub(super) fn write_data_age(
-    account: &str,
-    fetched_at_ms: &BTreeMap<u64, i64>,
+/// How old each coin's figures of each account are, whether or not they are still shown: one
+/// family for all accounts, since a family's lines must stand together.
+pub(super) fn write_data_ages<'a>(
+    accounts: impl Iterator<Item = (&'a str, &'a BTreeMap<u64, i64>)>,
     now_ms: i64,
     coins: &Coins,
     lines: &mut Lines,
 ) {
-    let ages = fetched_at_ms.iter().map(|(coin, at)| {
-        let age = now_ms.saturating_sub(*at) as f64 / 1000.0;
-        (([("account", account)], coin_labels(coins, *coin)), age)
+    let ages = accounts.flat_map(|(account, fetched_at_ms)| {
+        fetched_at_ms.iter().map(move |(coin, at)| {
+            let age = now_ms.saturating_sub(*at) as f64 / 1000.0;
+            (([("account", account)], coin_labels(coins, *coin)), age)
+        })
     });
     lines.family(&DATA_AGE, ages);
 }
