@@ -138,18 +138,6 @@ impl CursorState {
     pub fn counting_from(count_from_ms: i64) -> Self {
         Self { settled_through: count_from_ms.saturating_sub(1), ..Self::default() }
     }
-
-    /// Moves a settled point more than `tolerance_ms` after `now_ms` back to `now_ms`, and
-    /// returns the point it had. A cursor saved in the future (by a clock that was ahead, or in
-    /// a damaged file) would otherwise send no bill query until then. Within the tolerance it
-    /// stays: clocks move a little when corrected.
-    pub fn clamp_to(&mut self, now_ms: i64, tolerance_ms: i64) -> Option<i64> {
-        let saved = self.settled_through;
-        (saved > now_ms.saturating_add(tolerance_ms)).then(|| {
-            self.settled_through = now_ms;
-            saved
-        })
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -184,13 +172,27 @@ impl BillCursor {
         &self.state
     }
 
-    /// Starts a pass up to `now_ms`, unless one is still in progress from an earlier poll.
-    pub fn start_poll(&mut self, now_ms: i64) {
+    /// Starts a pass up to `now_ms` by the exchange's clock, unless one is still in progress from
+    /// an earlier poll. Returns the settled point it had if that was in the future, and moved.
+    pub fn start_poll(&mut self, now_ms: i64) -> Option<i64> {
+        if self.pass.is_some() {
+            return None;
+        }
+        // A settled point more than the overlap after now (saved by a clock that was ahead, or
+        // damaged) would send no query until then; within it, it stays: clocks move a little
+        // when corrected. Both are the exchange's clock, which dates the bills: no bill after
+        // its now can have been counted, so going back to it counts none twice.
+        let saved = self.state.settled_through;
+        let moved = (saved > now_ms.saturating_add(self.overlap_ms)).then(|| {
+            self.state.settled_through = now_ms;
+            saved
+        });
         let start = self.state.settled_through.saturating_add(1);
-        if self.pass.is_none() && start <= now_ms {
+        if start <= now_ms {
             let task = Task { start, end: now_ms, filter: Filter::All };
             self.pass = Some(Pass { started_at: now_ms, pending: vec![task], crowded: None });
         }
+        moved
     }
 
     /// The next query of the current pass, or `None` when the pass is complete.

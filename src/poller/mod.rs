@@ -82,13 +82,7 @@ impl Checkpoint {
     pub fn restore(setup: &PollerSetup) -> Self {
         let account = setup.slot.name();
         match setup.store.as_deref().map(|store| store.restore(account)) {
-            Some(Ok(Some(mut restored))) => {
-                let now_ms = local_now_ms();
-                let overlap_ms = i64::try_from(setup.settings.overlap.as_millis()).unwrap_or(i64::MAX);
-                if let Some(saved_ms) = restored.cursor.clamp_to(now_ms, overlap_ms) {
-                    warn!(account, saved_settled_through_ms = saved_ms, now_ms,
-                        "the state file says bills are final up to a time in the future (a clock that was ahead when it was saved?); counting continues from now, and bills created while the exporter was stopped may be missing");
-                }
+            Some(Ok(Some(restored))) => {
                 let settled_through_ms = restored.cursor.settled_through;
                 info!(account, settled_through_ms, "resuming bill counting from the state file");
                 Self {
@@ -270,7 +264,11 @@ impl AccountPoller {
     /// Makes the bill queries of this poll, at most the per-poll limit.
     async fn scan_bills(&mut self) -> Result<(), ApiError> {
         let fresh = self.state.unsettled_from_ms().is_none();
-        self.state.start_bill_scan(self.account.client.clock().now_ms());
+        let now_ms = self.account.client.clock().now_ms();
+        if let Some(saved_ms) = self.state.start_bill_scan(now_ms) {
+            warn!(account = self.slot.name(), saved_settled_through_ms = saved_ms, now_ms,
+                "bills were taken as final up to a time in the future by the exchange's clock (saved by a clock that was ahead, or a damaged state file); counting continues from now, and bills created while the exporter was stopped may be missing");
+        }
         if let Some(from_ms) = self.state.unsettled_from_ms().filter(|_| fresh) {
             info!(account = self.slot.name(), from_ms,
                 "bill counting starts: bills created from this time on are counted (--bills.backfill counts older ones)");

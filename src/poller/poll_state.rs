@@ -93,15 +93,15 @@ impl PollState {
     }
 
     /// Starts a bill scan up to `now_ms` by the exchange's clock, unless one is in progress;
-    /// the first scan of a fresh start counts from `now_ms` minus the backfill.
-    pub fn start_bill_scan(&mut self, now_ms: i64) {
-        if self.cursor.is_none() {
-            let start = CursorState::counting_from(now_ms.saturating_sub(self.backfill_ms));
-            self.cursor = Some(self.bill_cursor(start));
-        }
-        if let Some(cursor) = &mut self.cursor {
-            cursor.start_poll(now_ms);
-        }
+    /// the first scan of a fresh start counts from `now_ms` minus the backfill. Returns the
+    /// settled point it moved back from the future, if it did (see [`BillCursor::start_poll`]).
+    pub fn start_bill_scan(&mut self, now_ms: i64) -> Option<i64> {
+        let start = CursorState::counting_from(now_ms.saturating_sub(self.backfill_ms));
+        let cursor = match &mut self.cursor {
+            Some(cursor) => cursor,
+            None => self.cursor.insert(self.bill_cursor(start)),
+        };
+        cursor.start_poll(now_ms)
     }
 
     /// The first millisecond whose bills are not final yet (on a fresh start: where counting

@@ -198,6 +198,12 @@ fn state_with(path: &std::path::Path, settled_through_ms: i64, bills: &str) {
     std::fs::write(path, format!(r#"{{"format":1,"accounts":{{"default":{entry}}}}}"#)).unwrap();
 }
 
+/// The settled point of the account `default` in the state file, if it has been saved.
+fn saved_settled_through(path: &std::path::Path) -> i64 {
+    let saved = std::fs::read(path).ok().and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
+    saved.and_then(|saved| saved["accounts"]["default"]["settled_through"].as_i64()).unwrap_or(i64::MIN)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_bad_entry_is_kept_aside_and_its_account_counts_afresh() {
     let exchange = Exchange::start(SimOptions::default()).await;
@@ -230,4 +236,38 @@ async fn a_cursor_saved_in_the_future_is_brought_back_to_now() {
         .await;
     let log = exporter.log();
     assert!(log.lines().any(|l| l.contains("level=warn") && l.contains("a time in the future")), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_with_the_exchange_clock_ahead_counts_no_bill_twice() {
+    // Bills are dated by the exchange's clock, five minutes ahead of this machine's: the saved
+    // cursor is then in this machine's future, and must not be brought back by its clock.
+    let exchange = Exchange::start(SimOptions { clock_offset_ms: 300_000, ..SimOptions::default() }).await;
+    let path = state_path("clock-ahead");
+    let flags = ["--state.file", path.to_str().unwrap(), "--bills.overlap", "1s", "--poll.interval", "200ms"];
+    let exporter = Exporter::start(&exchange, &flags);
+    exporter.wait_up().await;
+    let deposit = NewBill { coin: "USDT".into(), business_type: "deposit".into(), ..NewBill::default() };
+    exchange.sim.add_bill(exchange.key(), deposit);
+    let created_ms = exchange.sim.bills(exchange.key())[0].ctime_ms;
+    exporter
+        .wait_for("the deposit counted", |s| s.value("capi_bills_total", &[("business_type", "deposit")]) == Some(1.0))
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while saved_settled_through(&path) <= created_ms {
+        assert!(std::time::Instant::now() < deadline, "the deposit's millisecond was never saved as settled");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(exporter);
+
+    let exporter = Exporter::start(&exchange, &flags);
+    let withdrawal = NewBill { coin: "USDT".into(), business_type: "withdraw".into(), ..NewBill::default() };
+    exchange.sim.add_bill(exchange.key(), withdrawal);
+    let scrape = exporter
+        .wait_for("the withdrawal counted", |s| {
+            s.value("capi_bills_total", &[("business_type", "withdraw")]) == Some(1.0)
+        })
+        .await;
+    assert_eq!(scrape.value("capi_bills_total", &[("business_type", "deposit")]), Some(1.0), "counted twice");
+    assert!(!exporter.log().contains("a time in the future"), "{}", exporter.log());
 }
