@@ -17,7 +17,7 @@ use crate::api::{Answer, ApiError, Client, Coins, Endpoint};
 use crate::snapshot::counters::BillCounters;
 use crate::snapshot::counters::Loss;
 use crate::snapshot::stats::AccountStats;
-use crate::snapshot::AccountSlot;
+use crate::snapshot::{AccountSlot, AccountSnapshot};
 use backoff::{Backoff, Pace};
 use budget::AccountBudget;
 use cursor::{CursorState, Shortfall};
@@ -119,6 +119,9 @@ pub struct AccountPoller {
     /// Where the end of each poll is recorded, for a poller that takes over after this one.
     checkpoint: Arc<Mutex<Checkpoint>>,
     state: PollState,
+    /// The bill counters and settled point as last saved (as counted, without a state file):
+    /// those published, so that a restart after a failed save cannot take a counter back.
+    saved: (Arc<BillCounters>, i64),
     backoff: Backoff,
     /// The failures of the previous poll and of this one, so that a lasting outage logs once,
     /// not at every poll.
@@ -131,6 +134,7 @@ impl AccountPoller {
     pub fn new(setup: PollerSetup, checkpoint: Arc<Mutex<Checkpoint>>) -> Self {
         let PollerSetup { account, settings, slot, store } = setup;
         let resumed = lock(&checkpoint).clone();
+        let saved = (resumed.counters.clone(), resumed.settled_through_ms());
         let published = slot.latest().unwrap_or_default();
         let state = PollState::new(resumed, &published, &settings, &account.coin_ids);
         let stats = Mutex::new((*published.stats).clone());
@@ -142,6 +146,7 @@ impl AccountPoller {
             stats,
             checkpoint,
             state,
+            saved,
             backoff: Backoff::default(),
             previous_failures: BTreeSet::new(),
             failures: BTreeSet::new(),
@@ -208,7 +213,9 @@ impl AccountPoller {
         #[cfg(debug_assertions)]
         supervisor::panic_if_asked(self.slot.name());
         let checkpoint = self.state.checkpoint();
-        self.save_state(&checkpoint).await;
+        if self.save_state(&checkpoint).await {
+            self.saved = (checkpoint.counters.clone(), checkpoint.settled_through_ms());
+        }
         *lock(&self.checkpoint) = checkpoint;
         (pace, healthy)
     }
@@ -254,7 +261,8 @@ impl AccountPoller {
             stats.clock_offset_ms = self.account.client.clock().offset_ms();
             Arc::new(stats.clone())
         };
-        self.slot.publish(self.state.snapshot(healthy, stats));
+        let (counters, settled_through_ms) = self.saved.clone();
+        self.slot.publish(AccountSnapshot { counters, settled_through_ms, ..self.state.snapshot(healthy, stats) });
     }
 
     fn stats(&self) -> std::sync::MutexGuard<'_, AccountStats> {
@@ -382,12 +390,16 @@ impl AccountPoller {
         self.failures.insert(text);
     }
 
-    async fn save_state(&self, checkpoint: &Checkpoint) {
-        let (Some(store), Some(cursor)) = (&self.store, &checkpoint.cursor) else { return };
-        if let Err(e) = store.save(self.slot.name(), cursor, &checkpoint.counters, &checkpoint.ledger).await {
+    /// Saves the poll's state, if there is a state file; returns whether its counters may be
+    /// published.
+    async fn save_state(&self, checkpoint: &Checkpoint) -> bool {
+        let (Some(store), Some(cursor)) = (&self.store, &checkpoint.cursor) else { return true };
+        let saved = store.save(self.slot.name(), cursor, &checkpoint.counters, &checkpoint.ledger).await;
+        if let Err(e) = &saved {
             self.stats().state_file_errors += 1;
-            error!(account = self.slot.name(), error = %e, "cannot save the state file; a restart now would resume from the previous save and count the newer bills again from there");
+            error!(account = self.slot.name(), error = %e, "cannot save the state file; the bill counters shown stay as last saved until a save succeeds, so that a restart cannot count bills twice");
         }
+        saved.is_ok()
     }
 }
 

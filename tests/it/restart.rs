@@ -271,3 +271,32 @@ async fn a_restart_with_the_exchange_clock_ahead_counts_no_bill_twice() {
     assert_eq!(scrape.value("capi_bills_total", &[("business_type", "deposit")]), Some(1.0), "counted twice");
     assert!(!exporter.log().contains("a time in the future"), "{}", exporter.log());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn bills_not_saved_are_not_shown_until_a_save_succeeds() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let path = state_path("unsaved");
+    let flags = ["--state.file", path.to_str().unwrap(), "--bills.overlap", "1s", "--poll.interval", "200ms"];
+    let exporter = Exporter::start(&exchange, &flags);
+    exporter.wait_up().await;
+    // A directory where the file was: every save fails (renaming over it), even as root.
+    std::fs::remove_file(&path).unwrap();
+    std::fs::create_dir(&path).unwrap();
+    let deposit = NewBill { coin: "USDT".into(), business_type: "deposit".into(), ..NewBill::default() };
+    exchange.sim.add_bill(exchange.key(), deposit);
+    let created_ms = exchange.sim.bills(exchange.key())[0].ctime_ms;
+    // Ten failed saves: ten polls, two seconds, well past the deposit's scan.
+    let failing = exporter
+        .wait_for("saves failing", |s| s.value("capi_state_file_errors_total", &[]).is_some_and(|n| n >= 10.0))
+        .await;
+    assert_eq!(failing.value("capi_bills_total", &[("business_type", "deposit")]), None, "shown unsaved");
+    let shown_through = failing.value("capi_bill_cursor_timestamp_seconds", &[]).unwrap();
+    assert!(shown_through * 1000.0 < created_ms as f64, "shown final unsaved: {shown_through}");
+    std::fs::remove_dir(&path).unwrap();
+    exporter
+        .wait_for("the deposit shown once saved", |s| {
+            s.value("capi_bills_total", &[("business_type", "deposit")]) == Some(1.0)
+        })
+        .await;
+    assert!(saved_settled_through(&path) > created_ms);
+}
