@@ -43,9 +43,9 @@ struct FileAccount {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct FileCredentials {
-    api_key: SecretSource,
-    secret: SecretSource,
-    passphrase: SecretSource,
+    api_key: CredentialEntry,
+    secret: CredentialEntry,
+    passphrase: CredentialEntry,
 }
 
 /// Where one credential is read from (exactly one of the two): never the value itself, so the
@@ -55,6 +55,23 @@ struct FileCredentials {
 struct SecretSource {
     env: Option<String>,
     file: Option<PathBuf>,
+}
+
+/// A credential's place in the file. Anything but a map is refused without being quoted, as
+/// YAML's own message would quote it: it may be the credential itself.
+#[derive(Debug, Deserialize)]
+#[serde(try_from = "serde_yaml_ng::Value")]
+struct CredentialEntry(SecretSource);
+
+impl TryFrom<serde_yaml_ng::Value> for CredentialEntry {
+    type Error = String;
+
+    fn try_from(value: serde_yaml_ng::Value) -> Result<Self, String> {
+        if !value.is_mapping() {
+            return Err("give {env: VARIABLE} or {file: PATH}, never the credential itself".into());
+        }
+        serde_yaml_ng::from_value(value).map(Self).map_err(|e| e.to_string())
+    }
 }
 
 pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Result<AccountsFile, ConfigError> {
@@ -99,7 +116,7 @@ pub fn parse_accounts(path: &Path, text: &str, default_coins: &[u64], env: Env) 
     Ok(AccountsFile { accounts, coin_names })
 }
 
-fn resolve(source: &SecretSource, what: &str, env: Env) -> Result<Secret, ConfigError> {
+fn resolve(CredentialEntry(source): &CredentialEntry, what: &str, env: Env) -> Result<Secret, ConfigError> {
     match (&source.env, &source.file) {
         (Some(var), None) => match env(var).filter(|v| !v.is_empty()) {
             Some(value) => Ok(Secret::new(value)),

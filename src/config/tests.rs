@@ -165,3 +165,16 @@ fn coin_names_come_from_the_documentation_the_accounts_file_and_the_flag() {
     let error = Config::from_cli(&cli(&args), &env).unwrap_err().to_string();
     assert!(error.contains("bad-coins.yml") && error.contains("coin_names"), "{error}");
 }
+
+#[test]
+fn a_credential_written_into_the_file_is_refused_without_being_quoted() {
+    for value in ["abcd-1234-secret", "'quoted-secret'", "123456789", "[list-secret]"] {
+        let yaml = format!(
+            "accounts:\n  - name: a\n    credentials:\n      api_key: {value}\n      secret: {{env: S}}\n      passphrase: {{env: P}}\n"
+        );
+        let error = parse_accounts(std::path::Path::new("a.yml"), &yaml, &[2], &env_of(&[])).unwrap_err().to_string();
+        assert!(error.contains("{env: VARIABLE} or {file: PATH}") && error.contains("line 4"), "{error}");
+        let bare = value.trim_matches(|c| c == '\'' || c == '[' || c == ']');
+        assert!(!error.contains(bare), "{error}");
+    }
+}

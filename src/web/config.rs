@@ -142,6 +142,10 @@ impl<'de> Deserialize<'de> for Entries {
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map of user names to bcrypt hashes")
             }
+            /// Not quoted back, as the default would: it may be a hash, which is a secret.
+            fn visit_str<E: serde::de::Error>(self, _: &str) -> Result<Entries, E> {
+                Err(E::custom("expected a map of user names to bcrypt hashes, not a string"))
+            }
             fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
                 let mut entries = Vec::new();
                 while let Some(entry) = map.next_entry()? {
@@ -150,7 +154,7 @@ impl<'de> Deserialize<'de> for Entries {
                 Ok(Entries(entries))
             }
         }
-        deserializer.deserialize_map(Visitor)
+        deserializer.deserialize_any(Visitor)
     }
 }
 

@@ -312,3 +312,10 @@ proptest! {
         let _ = parse(&text);
     }
 }
+
+#[test]
+fn users_written_as_one_string_are_refused_without_quoting_the_hash() {
+    let error = problem("basic_auth_users: \"admin: $2y$10$secrethashsecrethash\"\n");
+    assert!(error.contains("a map of user names to bcrypt hashes"), "{error}");
+    assert!(!error.contains("secrethash"), "{error}");
+}
