@@ -7,7 +7,6 @@
 
 use super::json::{Json, JsonObject, Scalar};
 use rust_decimal::Decimal;
-use std::str::FromStr;
 
 /// One field that was present but could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -59,14 +58,37 @@ impl FieldValue for Millis {
 /// digits either way.
 pub fn decimal(value: Json<'_>) -> Result<Decimal, &'static str> {
     match value.scalar() {
-        Scalar::Text(s) if is_plain_decimal(&s) => Decimal::from_str(&s).map_err(|_| OUT_OF_RANGE),
+        Scalar::Text(s) if is_plain_decimal(&s) => exact_decimal(&s),
         Scalar::Text(_) => Err("text that is not a plain decimal (digits, an optional minus and point)"),
-        Scalar::Number(n) => Decimal::from_str(n).or_else(|_| Decimal::from_scientific(n)).map_err(|_| OUT_OF_RANGE),
+        Scalar::Number(n) => exact_decimal(n),
         _ => Err("not a decimal"),
     }
 }
 
-const OUT_OF_RANGE: &str = "a number beyond the decimal range (28 digits)";
+/// The decimal with exactly these digits (a JSON number's exponent included), or an error:
+/// `Decimal::from_str` and `from_scientific` round digits beyond the 28th, and a rounded figure
+/// would be shown as if it were the exchange's.
+fn exact_decimal(digits: &str) -> Result<Decimal, &'static str> {
+    let (mantissa, exponent) = match digits.split_once(['e', 'E']) {
+        Some((mantissa, exponent)) => (mantissa, exponent.parse::<i64>().map_err(|_| OUT_OF_RANGE)?),
+        None => (digits, 0),
+    };
+    // Without trailing zeros, which leaves the most room to move the point.
+    let mut value = Decimal::from_str_exact(mantissa).map_err(|_| OUT_OF_RANGE)?.normalize();
+    if value.is_zero() {
+        return Ok(value); // zero at any exponent, which may be beyond the scale's range
+    }
+    // The exponent moves the point: within the scale while it can, then by multiplying by ten.
+    let scale = i64::from(value.scale()).saturating_sub(exponent);
+    let shifts = match u32::try_from(scale) {
+        Ok(scale) => return value.set_scale(scale).map(|()| value).map_err(|_| OUT_OF_RANGE),
+        Err(_) => scale.unsigned_abs().min(u64::from(Decimal::MAX_SCALE) + 1),
+    };
+    value.set_scale(0).map_err(|_| OUT_OF_RANGE)?;
+    (0..shifts).try_fold(value, |value, _| value.checked_mul(Decimal::TEN)).ok_or(OUT_OF_RANGE)
+}
+
+const OUT_OF_RANGE: &str = "a number beyond the decimal range (28 digits), which would be rounded";
 
 fn is_plain_decimal(text: &str) -> bool {
     let unsigned = text.strip_prefix('-').unwrap_or(text);
@@ -230,6 +252,7 @@ pub(crate) use record;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::str::FromStr;
 
     /// Decodes one field's JSON text with `decode`.
     fn read<T>(text: &str, decode: fn(Json<'_>) -> Result<T, &'static str>) -> Result<T, &'static str> {
@@ -250,7 +273,44 @@ mod tests {
         }
         assert_eq!(read("1e400", decimal), Err(OUT_OF_RANGE));
         assert_eq!(read(r#""79228162514264337593543950336""#, decimal), Err(OUT_OF_RANGE));
+        let rounded = [
+            r#""0.00000000000000000000000000001""#,
+            "0.1000000000000000055511151231257827",
+            "1.5e-28",
+            "1.000000000000000000000000000001e0",
+            "79228162514264337593543950335e1",
+        ];
+        for rounded in rounded {
+            assert_eq!(read(rounded, decimal), Err(OUT_OF_RANGE), "{rounded}");
+        }
+        for (number, exact) in
+            [("2.5e2", "250"), ("25e-1", "2.5"), ("1.50E+1", "15"), ("7e0", "7"), ("0e5", "0"), ("0.0e-40", "0")]
+        {
+            assert_eq!(read(number, decimal).unwrap().to_string(), exact, "{number}");
+        }
         assert_eq!(read("true", decimal), Err("not a decimal"));
+    }
+
+    proptest::proptest! {
+        /// A number with an exponent is decoded to exactly its value, or refused when a decimal
+        /// cannot hold that value.
+        #[test]
+        fn an_exponent_moves_the_point_exactly_or_is_refused(mantissa: i64, scale in 0u32..=28, exponent in -40i64..40) {
+            let written = Decimal::new(mantissa, scale).normalize();
+            // The value is digits x 10^-scale with this scale; below 0, it is a whole number.
+            let scale = i64::from(written.scale()) - exponent;
+            let whole = u32::try_from(-scale).ok().and_then(|zeros| written.mantissa().checked_mul(10i128.checked_pow(zeros)?));
+            match exact_decimal(&format!("{written}e{exponent}")) {
+                Ok(value) if scale >= 0 => {
+                    let exact = Decimal::try_from_i128_with_scale(written.mantissa(), u32::try_from(scale).unwrap_or(u32::MAX));
+                    proptest::prop_assert_eq!(Ok(value), exact.map_err(drop));
+                }
+                Ok(value) => proptest::prop_assert_eq!(Some(value.mantissa()), whole),
+                Err(_) => proptest::prop_assert!(
+                    !written.is_zero() && (scale > 28 || whole.is_none_or(|n| n.abs() > Decimal::MAX.mantissa()))
+                ),
+            }
+        }
     }
 
     #[test]
