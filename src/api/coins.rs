@@ -37,6 +37,12 @@ impl Coins {
         self.name(id.parse().ok()?)
     }
 
+    /// A name given to two coin ids (the lower id first), if the configuration did that.
+    pub fn name_given_twice(&self) -> Option<(&str, u64, u64)> {
+        let mut ids = BTreeMap::new();
+        self.names.iter().find_map(|(id, name)| Some((name.as_str(), ids.insert(name.as_str(), *id)?, *id)))
+    }
+
     /// The id of the coin of this name, if known.
     pub fn id(&self, name: &str) -> Option<u64> {
         self.names.iter().find(|(_, known)| *known == name).map(|(id, _)| *id)

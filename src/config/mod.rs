@@ -383,9 +383,11 @@ fn merge_coin_names(file: Vec<(u64, String)>, flag: Vec<(u64, String)>) -> Resul
             )));
         }
     }
-    let coins = Coins::default().with(names.clone());
-    if let Some((id, name)) = names.iter().find(|(id, name)| coins.id(name) != Some(**id)) {
-        return Err(ConfigError::Invalid(format!("coin name {name:?} (id {id}) is also the name of another coin id")));
+    let coins = Coins::default().with(names);
+    if let Some((name, first, second)) = coins.name_given_twice() {
+        return Err(ConfigError::Invalid(format!(
+            "coin name {name:?} is given to coin ids {first} and {second}; give each id its own name"
+        )));
     }
     Ok(coins)
 }

@@ -152,7 +152,9 @@ fn coin_names_come_from_the_documentation_the_accounts_file_and_the_flag() {
     assert_eq!([coins.name(2), coins.name(1), coins.name(5)], [Some("USDT"), Some("BTC"), Some("ETH")]);
     for (flag, problem) in [
         ("1=XBT", "coin id 1 is named both \"BTC\" and \"XBT\""),
-        ("7=USDT", "coin name \"USDT\" (id 7) is also the name of another coin id"),
+        ("7=USDT", "coin name \"USDT\" is given to coin ids 2 and 7"),
+        ("0=USDT", "coin name \"USDT\" is given to coin ids 0 and 2"),
+        ("5=BTC", "coin name \"BTC\" is given to coin ids 1 and 5"),
         ("7", "write each as ID=NAME"),
         ("x=BTC", "write each as ID=NAME"),
         ("7=B-T", "must be 1 to 16 letters and digits"),
