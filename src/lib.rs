@@ -10,6 +10,7 @@
 //! - [`app`]: wires them together, and reloads the configuration files;
 //! - [`config`]: flags, environment and files, validated once at start;
 //! - [`duration`]: the two duration notations the configuration reads;
+//! - [`files`]: reading the files an operator names, bounded;
 //! - [`logging`]: logfmt or JSON logs;
 //! - [`version`]: what this binary is and how it was built.
 
@@ -20,6 +21,7 @@ pub mod app;
 pub mod config;
 pub mod duration;
 pub mod exposition;
+pub mod files;
 pub mod logging;
 pub mod poller;
 pub mod snapshot;

@@ -75,7 +75,7 @@ impl TryFrom<serde_yaml_ng::Value> for CredentialEntry {
 }
 
 pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Result<AccountsFile, ConfigError> {
-    let text = std::fs::read_to_string(path)
+    let text = crate::files::read_config_text(path)
         .map_err(|e| ConfigError::File { path: path.to_path_buf(), reason: e.to_string() })?;
     parse_accounts(path, &text, default_coins, env)
 }

@@ -333,9 +333,10 @@ fn credential_from_env(var: &'static str, env: Env) -> Result<Secret, ConfigErro
 }
 
 /// A secret file's content without its trailing newline (as `echo` and editors write it).
-pub(crate) fn read_secret_file(path: &PathBuf, what: &str) -> Result<Secret, ConfigError> {
-    let unreadable = |reason: String| ConfigError::UnreadableFile { what: what.into(), path: path.clone(), reason };
-    let text = std::fs::read_to_string(path).map_err(|e| unreadable(e.to_string()))?;
+pub(crate) fn read_secret_file(path: &std::path::Path, what: &str) -> Result<Secret, ConfigError> {
+    let unreadable =
+        |reason: String| ConfigError::UnreadableFile { what: what.into(), path: path.to_path_buf(), reason };
+    let text = crate::files::read_config_text(path).map_err(|e| unreadable(e.to_string()))?;
     let value = text.trim_end_matches(['\n', '\r']);
     if value.is_empty() {
         return Err(unreadable("the file is empty".into()));

@@ -12,6 +12,7 @@
 use super::cursor::{known, CursorState, KnownValues};
 use super::ledger::Ledger;
 use crate::api::model::MAX_BILL_ID_BYTES;
+use crate::files::{read_bounded, FileError};
 use crate::snapshot::counters::{
     BillCounters, Direction, FlowKey, LatestBalance, Loss, MAX_BUSINESS_TYPES, MAX_COINS, MAX_LABEL_BYTES, OTHER,
 };
@@ -19,7 +20,7 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::io::{Read as _, Write as _};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
@@ -245,27 +246,16 @@ impl StateStore {
 }
 
 /// The file's content, `None` if there is no file. Only a regular file of at most
-/// [`MAX_STATE_BYTES`] is read: a FIFO would block the start, a device never end. The type is
-/// that of the file opened (without blocking, as a FIFO's open would), not of the path before.
+/// [`MAX_STATE_BYTES`] is read: a FIFO would block the start, a device never end.
 fn read(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
-    use std::os::unix::fs::OpenOptionsExt as _;
-    let unreadable = |error| StateError::Read { path: path.to_path_buf(), error };
-    let file = match std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(unreadable(error)),
-    };
-    let metadata = file.metadata().map_err(unreadable)?;
-    if !metadata.is_file() {
-        let what = if metadata.is_dir() { "a directory" } else { "a special file (a FIFO, socket or device)" };
-        return Err(StateError::NotAFile { path: path.to_path_buf(), what });
+    match read_bounded(path, MAX_STATE_BYTES) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(FileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(FileError::Io(error)) => Err(StateError::Read { path: path.to_path_buf(), error }),
+        Err(FileError::NotAFile(what)) => Err(StateError::NotAFile { path: path.to_path_buf(), what }),
+        // (Not text comes only from reading text.)
+        Err(FileError::TooLarge(_) | FileError::NotText) => Err(StateError::TooLarge { path: path.to_path_buf() }),
     }
-    let mut bytes = Vec::new();
-    file.take(MAX_STATE_BYTES + 1).read_to_end(&mut bytes).map_err(unreadable)?;
-    if bytes.len() as u64 > MAX_STATE_BYTES {
-        return Err(StateError::TooLarge { path: path.to_path_buf() });
-    }
-    Ok(Some(bytes))
 }
 
 /// Keeps the file as `<path>.corrupt` (or `.corrupt.1`, `.2`... when taken) by `keep`, which

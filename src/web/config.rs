@@ -41,9 +41,8 @@ impl WebConfig {
     /// Reads, parses and validates the file, and loads the TLS certificates and keys it names so
     /// that a broken setup fails at start. Relative paths in it are relative to its folder.
     pub fn load(path: &Path) -> Result<WebConfig, WebError> {
-        let text = std::fs::read_to_string(path).map_err(|error| {
-            WebError::config(format!("cannot read it: {}", describe_io_error(&error))).in_file(path)
-        })?;
+        let text = crate::files::read_config_text(path)
+            .map_err(|error| WebError::config(format!("cannot read it: {error}")).in_file(path))?;
         let base_dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut config = WebConfig::parse(&text, base_dir).map_err(|error| error.in_file(path))?;
         config.file = Some(path.to_path_buf());
@@ -352,15 +351,6 @@ fn rate_limit(raw: RawRateLimit) -> Result<Option<RateLimit>, WebError> {
         // Go's limiter with a burst of 0 would refuse every request.
         None | Some(0) => Err(WebError::config("rate_limit.burst: give at least 1 when rate_limit.interval is set")),
         Some(burst) => Ok(Some(RateLimit { interval, burst })),
-    }
-}
-
-/// An I/O error as one short phrase ("No such file or directory"), without Rust's "(os error 2)".
-pub(crate) fn describe_io_error(error: &std::io::Error) -> String {
-    let text = error.to_string();
-    match text.rfind(" (os error ") {
-        Some(index) if text.ends_with(')') => text[..index].to_string(),
-        _ => text,
     }
 }
 

@@ -1,7 +1,6 @@
 //! TLS with rustls (ring provider): PEM certificates and keys, and exporter-toolkit's client
 //! authentication types mapped onto rustls client certificate verifiers.
 
-use super::config::describe_io_error;
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
@@ -106,8 +105,8 @@ impl PemSource {
 
     fn read(&self) -> Result<Vec<u8>, String> {
         match &self.origin {
-            PemOrigin::File { written, path } => std::fs::read(path)
-                .map_err(|error| format!("{}: cannot read {written}: {}", self.field, describe_io_error(&error))),
+            PemOrigin::File { written, path } => crate::files::read_bounded(path, crate::files::MAX_CONFIG_BYTES)
+                .map_err(|error| format!("{}: cannot read {written}: {error}", self.field)),
             PemOrigin::Inline(text) => Ok(text.as_bytes().to_vec()),
         }
     }

@@ -1,0 +1,84 @@
+//! Reading a file the operator names (configuration, credentials, certificates, the state file):
+//! only a regular file, and at most a bound, so that a FIFO, a device or a huge file named by
+//! mistake can neither stall the exporter nor fill its memory.
+
+use std::io::Read as _;
+use std::os::unix::fs::OpenOptionsExt as _;
+use std::path::Path;
+
+/// The bound of a configuration, credential or certificate file: far above any real one (an
+/// accounts file of 1,000 accounts is about 330 KB).
+pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
+
+#[derive(Debug, thiserror::Error)]
+pub enum FileError {
+    #[error("{}", describe_io_error(.0))]
+    Io(#[from] std::io::Error),
+    #[error("it is {0}, not a regular file")]
+    NotAFile(&'static str),
+    #[error("it is larger than {} MiB", .0 >> 20)]
+    TooLarge(u64),
+    #[error("it is not UTF-8 text")]
+    NotText,
+}
+
+/// The content of the regular file at `path`, if it holds at most `max_bytes`. The type is that
+/// of the file opened (without blocking, as a FIFO's open would), not of the path before.
+pub fn read_bounded(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
+    let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(FileError::NotAFile(if metadata.is_dir() {
+            "a directory"
+        } else {
+            "a special file (a FIFO, socket or device)"
+        }));
+    }
+    let mut bytes = Vec::new();
+    file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max_bytes {
+        return Err(FileError::TooLarge(max_bytes));
+    }
+    Ok(bytes)
+}
+
+/// The text of a configuration or credential file.
+pub fn read_config_text(path: &Path) -> Result<String, FileError> {
+    String::from_utf8(read_bounded(path, MAX_CONFIG_BYTES)?).map_err(|_| FileError::NotText)
+}
+
+/// An I/O error as a person reads it: without Rust's " (os error N)".
+fn describe_io_error(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.rfind(" (os error ") {
+        Some(index) if text.ends_with(')') => text[..index].to_string(),
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_regular_file_within_the_bound_is_read() {
+        let dir = std::env::temp_dir().join(format!("capi-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("small");
+        std::fs::write(&file, "four").unwrap();
+        assert_eq!(read_bounded(&file, 4).unwrap(), b"four");
+        assert_eq!(read_bounded(&file, 3).unwrap_err().to_string(), "it is larger than 0 MiB");
+        assert_eq!(read_bounded(&dir, 4).unwrap_err().to_string(), "it is a directory, not a regular file");
+        let fifo = dir.join("fifo");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let error = read_config_text(&fifo).unwrap_err().to_string();
+        assert_eq!(error, "it is a special file (a FIFO, socket or device), not a regular file");
+        let error = read_config_text(Path::new("/dev/zero")).unwrap_err().to_string();
+        assert!(error.contains("special file"), "{error}");
+        let missing = read_config_text(&dir.join("missing")).unwrap_err().to_string();
+        assert_eq!(missing, "No such file or directory");
+        std::fs::write(&file, [0xff, 0xfe]).unwrap();
+        assert_eq!(read_config_text(&file).unwrap_err().to_string(), "it is not UTF-8 text");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
