@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 
 #[derive(Debug)]
 pub struct HandlerStats {
@@ -19,17 +19,17 @@ impl Default for HandlerStats {
     }
 }
 
-/// One request in flight; counted by its status code with [`InFlight::finish`], or by none if
-/// it is dropped unanswered (the client went away).
+/// One request in flight until dropped (once its answer is sent, or the client went away);
+/// counted by its status code with [`InFlight::answered`], or by none if never answered.
 #[derive(Debug)]
-pub struct InFlight<'a> {
-    stats: &'a HandlerStats,
+pub struct InFlight {
+    stats: Arc<HandlerStats>,
 }
 
 impl HandlerStats {
-    pub fn start(&self) -> InFlight<'_> {
+    pub fn start(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::Relaxed);
-        InFlight { stats: self }
+        InFlight { stats: self.clone() }
     }
 
     pub fn in_flight(&self) -> u64 {
@@ -42,15 +42,15 @@ impl HandlerStats {
     }
 }
 
-impl InFlight<'_> {
-    pub fn finish(self, code: u16) {
+impl InFlight {
+    pub fn answered(&self, code: u16) {
         let mut by_code = self.stats.by_code.lock().unwrap_or_else(PoisonError::into_inner);
         let count = by_code.entry(code).or_insert(0);
         *count = count.saturating_add(1);
     }
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for InFlight {
     fn drop(&mut self) {
         self.stats.in_flight.fetch_sub(1, Ordering::Relaxed);
     }
@@ -62,11 +62,12 @@ mod tests {
 
     #[test]
     fn requests_are_counted_by_code_and_leave_the_in_flight_count_when_done() {
-        let stats = HandlerStats::default();
+        let stats = Arc::new(HandlerStats::default());
         let (first, second) = (stats.start(), stats.start());
         assert_eq!(stats.in_flight(), 2);
-        first.finish(200);
-        drop(second);
+        first.answered(200);
+        assert_eq!(stats.in_flight(), 2, "in flight until sent");
+        drop((first, second));
         assert_eq!(stats.in_flight(), 0);
         assert_eq!(stats.by_code(), [(200, 1), (500, 0), (503, 0)].into());
     }

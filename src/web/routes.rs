@@ -4,24 +4,21 @@
 
 use super::status;
 use crate::exposition::{Exposition, Format, Page};
-use crate::snapshot::handler::HandlerStats;
+use crate::snapshot::handler::{HandlerStats, InFlight};
 use axum::body::{Body, Bytes};
-use axum::error_handling::HandleErrorLayer;
 use axum::extract::Request;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
-use axum::{BoxError, Router};
+use axum::Router;
 use http_body::{Frame, SizeHint};
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::sync::{mpsc, oneshot, watch};
-use tower::limit::GlobalConcurrencyLimitLayer;
-use tower::ServiceBuilder;
+use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
 #[derive(Clone, Debug)]
@@ -74,34 +71,63 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
 /// The scrape limit and the handler metrics around the metrics route, as client_golang's promhttp
 /// puts them: at most `max` scrapes at once (0: no limit), the next one gets 503 at once, never a
 /// queue (a scraper that waits in one would time out anyway); every answer, 503s included, is
-/// counted by status code. The probes are never limited, so a flood of scrapes cannot fail them.
+/// counted by status code. A scrape holds its place, and counts as in flight, until its body is
+/// sent or dropped, not only while its headers are made (as tower's concurrency limit would):
+/// clients that stop reading cannot pile up pages beyond the limit. The probes are never
+/// limited, so a flood of scrapes cannot fail them.
 pub(super) fn limited<S: Clone + Send + Sync + 'static>(
     route: MethodRouter<S>,
     max: usize,
     stats: Arc<HandlerStats>,
 ) -> MethodRouter<S> {
-    let route = if max == 0 {
-        route
-    } else {
-        let shed_at_once = ServiceBuilder::new()
-            .layer(HandleErrorLayer::new(move |_: BoxError| async move { over_the_limit(max) }))
-            .load_shed()
-            .layer(GlobalConcurrencyLimitLayer::new(max));
-        route.layer(shed_at_once)
+    let places = (max > 0).then(|| Arc::new(Semaphore::new(max)));
+    route.layer(middleware::from_fn_with_state(Limit { places, max, stats }, counted))
+}
+
+#[derive(Clone)]
+struct Limit {
+    places: Option<Arc<Semaphore>>,
+    max: usize,
+    stats: Arc<HandlerStats>,
+}
+
+async fn counted(State(limit): State<Limit>, request: Request, next: Next) -> Response {
+    let in_flight = limit.stats.start();
+    let place = match limit.places.map(Semaphore::try_acquire_owned) {
+        Some(Err(_)) => {
+            in_flight.answered(StatusCode::SERVICE_UNAVAILABLE.as_u16());
+            let text = format!("Limit of concurrent requests reached ({}), try again later.\n", limit.max);
+            return (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
+        }
+        Some(Ok(place)) => Some(place),
+        None => None,
     };
-    route.layer(middleware::from_fn_with_state(stats, counted))
-}
-
-fn over_the_limit(max: usize) -> Response {
-    let text = format!("Limit of concurrent requests reached ({max}), try again later.\n");
-    (StatusCode::SERVICE_UNAVAILABLE, text).into_response()
-}
-
-async fn counted(State(stats): State<Arc<HandlerStats>>, request: Request, next: Next) -> Response {
-    let in_flight = stats.start();
     let response = next.run(request).await;
-    in_flight.finish(response.status().as_u16());
-    response
+    in_flight.answered(response.status().as_u16());
+    response.map(|body| Body::new(Held { body, _held: (place, in_flight) }))
+}
+
+/// A response body, and what is held until it is sent or dropped.
+struct Held {
+    body: Body,
+    _held: (Option<OwnedSemaphorePermit>, InFlight),
+}
+
+impl http_body::Body for Held {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The page as an HTTP body, sent a piece at a time.

@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 use tracing::{debug, info, warn};
@@ -75,8 +76,12 @@ pub async fn serve(
     // about one chunk (hyper's default queues 400 KB). The same bound refuses (431) a request
     // whose headers reach 64 to 128 KiB, depending on how they arrive.
     http.max_buf_size(CHUNK_BYTES);
-    let connections =
-        Arc::new(ConnectionSettings { stacks, http, handshake_timeout: non_zero(settings.header_read_timeout) });
+    let connections = Arc::new(ConnectionSettings {
+        stacks,
+        http,
+        handshake_timeout: non_zero(settings.header_read_timeout),
+        write_timeout: non_zero(settings.request_timeout),
+    });
     for listener in &listeners {
         log_start(listener, &settings);
     }
@@ -97,6 +102,9 @@ struct ConnectionSettings {
     stacks: watch::Receiver<Arc<WebStack>>,
     http: http1::Builder,
     handshake_timeout: Option<Duration>,
+    /// How long a write may wait for the client to take in bytes before the connection is
+    /// closed: a client that stops reading would otherwise hold its scrape's page forever.
+    write_timeout: Option<Duration>,
 }
 
 fn non_zero(duration: Duration) -> Option<Duration> {
@@ -187,6 +195,9 @@ async fn serve_connection(
 ) {
     // Responses are small and written whole; waiting to fill packets only adds latency.
     let _ = stream.set_nodelay(true);
+    let mut stream = TimeoutStream::new(stream);
+    stream.set_write_timeout(connections.write_timeout);
+    let stream = Box::pin(stream);
     let tls = connections.stacks.borrow().tls.clone();
     let Some(tls) = tls else {
         return serve_http(TokioIo::new(stream), peer, &connections, stopped).await;

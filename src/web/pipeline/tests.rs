@@ -89,6 +89,24 @@ async fn beyond_max_requests_the_next_scrape_gets_503_at_once_and_is_counted() {
 }
 
 #[tokio::test]
+async fn a_scrape_holds_its_place_until_its_body_is_sent_or_dropped() {
+    let stats = Arc::new(HandlerStats::default());
+    let router = Router::new().route("/", limited(get(|| async { "the page" }), 1, stats.clone()));
+    let pipeline = wrap(router, &settings(None, Duration::ZERO)).0;
+    let first = handle(&pipeline, request(None)).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    assert_eq!(stats.in_flight(), 1, "its body is not sent yet");
+    assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(body_text(first).await, "the page");
+    assert_eq!(stats.in_flight(), 0);
+    let second = handle(&pipeline, request(None)).await;
+    assert_eq!(second.status(), StatusCode::OK);
+    drop(second);
+    assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK, "a dropped body frees its place");
+    assert_eq!(stats.by_code(), [(200, 3), (500, 0), (503, 1)].into());
+}
+
+#[tokio::test]
 async fn zero_max_requests_means_no_limit() {
     let parallel = 8;
     let (started, gate) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())));

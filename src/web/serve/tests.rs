@@ -1,4 +1,5 @@
 use super::*;
+use crate::snapshot::handler::HandlerStats;
 use axum::routing::get;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{oneshot, Semaphore};
@@ -91,4 +92,51 @@ async fn idle_keep_alive_connections_do_not_hold_up_shutdown() {
     stop.send(()).unwrap();
     tokio::time::timeout(PATIENCE, server).await.expect("stopped").unwrap();
     assert!(started.elapsed() < Duration::from_secs(5), "did not wait out the drain deadline");
+}
+
+#[tokio::test]
+async fn a_client_that_takes_in_nothing_is_disconnected_after_the_request_timeout() {
+    let stats = Arc::new(HandlerStats::default());
+    // Far more than the socket buffers on both sides hold, made a chunk at a time as it is sent,
+    // as a page is.
+    let handler = || async { axum::body::Body::new(Chunks(1024)) };
+    let router = Router::new().route("/", crate::web::routes::limited(get(handler), 1, stats.clone()));
+    let settings = WebSettings { request_timeout: Duration::from_millis(300), ..settings(Duration::from_secs(5)) };
+    let (address, stop, server) = start(router, settings).await;
+    let mut stalled = TcpStream::connect(address).await.unwrap();
+    stalled.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    let in_flight = |n: u64| {
+        let stats = stats.clone();
+        async move {
+            while stats.in_flight() != n {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        }
+    };
+    tokio::time::timeout(PATIENCE, in_flight(1)).await.expect("the scrape started");
+    tokio::time::timeout(PATIENCE, in_flight(0)).await.expect("the stalled scrape was given up");
+    let mut received = Vec::new();
+    tokio::time::timeout(PATIENCE, stalled.read_to_end(&mut received)).await.expect("closed").ok();
+    assert!(received.len() < 1024 * CHUNK_BYTES, "the whole page was sent: {} bytes", received.len());
+    stop.send(()).unwrap();
+    tokio::time::timeout(PATIENCE, server).await.unwrap().unwrap();
+}
+
+/// A body of this many chunks of [`CHUNK_BYTES`], each made when asked for.
+struct Chunks(usize);
+
+impl http_body::Body for Chunks {
+    type Data = axum::body::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let chunk = self.0.checked_sub(1).map(|left| {
+            self.0 = left;
+            Ok(http_body::Frame::data(vec![b'x'; CHUNK_BYTES].into()))
+        });
+        std::task::Poll::Ready(chunk)
+    }
 }
