@@ -137,7 +137,7 @@ impl Activity {
         }
         let collateral = desk.collateral();
         for position in desk.positions() {
-            if self.tick % FUNDING_EVERY_TICKS == 0 {
+            if self.tick.is_multiple_of(FUNDING_EVERY_TICKS) {
                 self.settle_funding(desk, &position);
             }
             if self.rng.u8(..6) == 0 && position.open_value < collateral * MAX_POSITION_SHARE {

@@ -74,7 +74,7 @@ fn position(spec: &ScaleSpec, index: u32) -> NewPosition {
     NewPosition {
         coin_id: spec.coin_ids[i % spec.coin_ids.len()],
         contract_id: CONTRACTS[i % CONTRACTS.len()].0,
-        side: if index % 2 == 0 { "LONG" } else { "SHORT" }.to_owned(),
+        side: if index.is_multiple_of(2) { "LONG" } else { "SHORT" }.to_owned(),
         margin_mode: "SHARED".to_owned(),
         leverage: Decimal::from(10),
         size,

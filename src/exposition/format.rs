@@ -10,8 +10,8 @@
 
 use crate::snapshot::stats::{Histogram, LATENCY_BUCKETS};
 use axum::body::Bytes;
+use sha2::{Digest, Sha256};
 use std::borrow::Cow;
-use std::hash::{DefaultHasher, Hash, Hasher};
 use std::io::Write;
 use std::ops::Range;
 
@@ -199,10 +199,9 @@ fn bounded(value: &str) -> Cow<'_, str> {
     if value.len() <= MAX_LABEL_VALUE_BYTES {
         return Cow::Borrowed(value);
     }
-    let cut = (0..=KEPT_BYTES).rev().find(|at| value.is_char_boundary(*at)).unwrap_or(0);
-    let mut hasher = DefaultHasher::new();
-    value.hash(&mut hasher);
-    Cow::Owned(format!("{}…{:016x}", &value[..cut], hasher.finish()))
+    // SHA-256, not std's hasher, whose output may change with the Rust release: the series would.
+    let hash: String = Sha256::digest(value.as_bytes())[..8].iter().map(|byte| format!("{byte:02x}")).collect();
+    Cow::Owned(format!("{}…{hash}", &value[..value.floor_char_boundary(KEPT_BYTES)]))
 }
 
 impl Pairs<'_> {

@@ -111,8 +111,7 @@ pub fn unix_now() -> f64 {
 /// `text` cut to at most `max` bytes at a character's boundary, and `…` added where it was cut.
 pub(super) fn cut(mut text: String, max: usize) -> String {
     if text.len() > max {
-        let end = (0..=max).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
-        text.truncate(end);
+        text.truncate(text.floor_char_boundary(max));
         text.push('…');
     }
     text
