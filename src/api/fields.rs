@@ -19,6 +19,28 @@ pub struct DecodeProblem {
     pub detail: &'static str,
 }
 
+/// At most this many problems are kept of one answer, the last saying that more were left out:
+/// an answer of a million broken records must not take memory in proportion.
+pub const MAX_PROBLEMS: usize = 100;
+/// Field names are cut to this length: a map key is the exchange's to choose.
+const MAX_FIELD_BYTES: usize = 64;
+
+impl DecodeProblem {
+    /// Adds a problem to those of one answer, within [`MAX_PROBLEMS`].
+    pub fn note(problems: &mut Vec<DecodeProblem>, record: &'static str, field: &str, detail: &'static str) {
+        let problem = match (problems.len() + 1).cmp(&MAX_PROBLEMS) {
+            std::cmp::Ordering::Less => {
+                DecodeProblem { record, field: field[..field.floor_char_boundary(MAX_FIELD_BYTES)].to_owned(), detail }
+            }
+            std::cmp::Ordering::Equal => {
+                DecodeProblem { record, field: "other".into(), detail: "more problems in this answer than are listed" }
+            }
+            std::cmp::Ordering::Greater => return,
+        };
+        problems.push(problem);
+    }
+}
+
 /// A value type that a record field can hold.
 pub trait FieldValue: Sized {
     fn decode(value: Json<'_>) -> Result<Self, &'static str>;
@@ -161,7 +183,7 @@ impl<'r, 'a> FieldReader<'r, 'a> {
         match decode(value) {
             Ok(v) => Some(v),
             Err(detail) => {
-                self.problem(name.to_string(), detail);
+                self.problem(name, detail);
                 None
             }
         }
@@ -184,8 +206,8 @@ impl<'r, 'a> FieldReader<'r, 'a> {
         self.read(&[name], |v| v.array().ok_or("not an array"))
     }
 
-    pub fn problem(&mut self, field: String, detail: &'static str) {
-        self.problems.push(DecodeProblem { record: self.record, field, detail });
+    pub fn problem(&mut self, field: &str, detail: &'static str) {
+        DecodeProblem::note(self.problems, self.record, field, detail);
     }
 
     pub fn problems(&mut self) -> &mut Vec<DecodeProblem> {

@@ -59,7 +59,7 @@ pub fn decode_bill_page(body: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>
     let has_next_page = reader.value::<bool>("hasNextPage");
     let items = reader.array("items").ok_or("bill answer has no items array")?;
     if has_next_page.is_none() {
-        reader.problem("hasNextPage".into(), "missing; assumed true so the window is split");
+        reader.problem("hasNextPage", "missing; assumed true so the window is split");
     }
     let items = items.into_iter().filter_map(|item| decode_bill(item, reader.problems())).collect();
     Ok(BillPage { has_next_page: has_next_page.unwrap_or(true), items })
@@ -71,7 +71,7 @@ pub const MAX_BILL_ID_BYTES: usize = 64;
 
 fn decode_bill(item: Json<'_>, problems: &mut Vec<DecodeProblem>) -> Option<Bill> {
     let Some(object) = item.object() else {
-        problems.push(DecodeProblem { record: "bill", field: "items[]".into(), detail: "not an object" });
+        DecodeProblem::note(problems, "bill", "items[]", "not an object");
         return None;
     };
     let mut reader = FieldReader::new(&object, "bill", problems);
@@ -88,12 +88,18 @@ fn decode_bill(item: Json<'_>, problems: &mut Vec<DecodeProblem>) -> Option<Bill
     });
     let ctime = reader.read(&["cTime", "ctime"], super::fields::integer);
     if id.is_none() && reader.raw(&["billId", "billID", "id"]).is_none() {
-        reader.problem("billId".into(), "missing; the bill is skipped");
+        reader.problem("billId", "missing; the bill is skipped");
     }
     if ctime.is_none() && reader.raw(&["cTime", "ctime"]).is_none() {
-        reader.problem("cTime".into(), "missing; the bill is skipped");
+        reader.problem("cTime", "missing; the bill is skipped");
     }
     let (Some(id), Some(ctime_ms)) = (id, ctime) else { return None };
+    // Counted all the same (the count is by id), but its coin, type or amount is not known.
+    for field in ["coin", "businessType", "amount"] {
+        if reader.raw(&[field]).is_none() {
+            reader.problem(field, "missing or null; the bill is counted without it");
+        }
+    }
     Some(Bill {
         id,
         coin: reader.text("coin").unwrap_or_default(),
@@ -295,7 +301,7 @@ fn decode_list<T>(
     for value in values {
         match value.object() {
             Some(object) => records.push(decode(&object, problems)),
-            None => problems.push(DecodeProblem { record, field: "[]".into(), detail: "not an object" }),
+            None => DecodeProblem::note(problems, record, "[]", "not an object"),
         }
     }
     records
@@ -314,7 +320,7 @@ fn decode_map<T>(
             Some(object) => {
                 records.insert(key.to_owned(), decode(&object, problems));
             }
-            None => problems.push(DecodeProblem { record, field: key.to_owned(), detail: "not an object" }),
+            None => DecodeProblem::note(problems, record, key, "not an object"),
         }
     }
     ByContract(records.into_iter().collect())
@@ -346,6 +352,7 @@ impl<T> ByContract<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::fields::MAX_PROBLEMS;
     use std::str::FromStr;
 
     fn page(text: &str) -> (BillPage, Vec<DecodeProblem>) {
@@ -419,9 +426,39 @@ mod tests {
                 ("billId", "empty; the bill is skipped"),
                 ("cTime", "missing; the bill is skipped"),
                 ("ctime", "not a whole number (digits and an optional minus)"),
+                ("coin", MISSING),
+                ("businessType", MISSING),
+                ("amount", MISSING),
+                ("coin", MISSING),
+                ("businessType", MISSING),
+                ("amount", MISSING),
                 ("billId", "longer than 64 bytes; the bill is skipped"),
             ]
         );
+    }
+
+    const MISSING: &str = "missing or null; the bill is counted without it";
+
+    #[test]
+    fn a_bill_without_its_coin_type_or_amount_is_counted_and_said_to_lack_them() {
+        let (page, problems) =
+            page(r#"{"hasNextPage":false,"items":[{"billId":1,"ctime":5,"coin":null,"businessType":"deposit"}]}"#);
+        assert_eq!(page.items.len(), 1);
+        let said: Vec<(&str, &str)> = problems.iter().map(|p| (p.field.as_str(), p.detail)).collect();
+        assert_eq!(said, [("coin", MISSING), ("amount", MISSING)]);
+    }
+
+    #[test]
+    fn an_answer_of_many_broken_records_keeps_a_bounded_list_of_problems() {
+        let items = vec!["1"; 10_000].join(",");
+        let (page, problems) = page(&format!(r#"{{"hasNextPage":false,"items":[{items}]}}"#));
+        assert!(page.items.is_empty());
+        assert_eq!(problems.len(), MAX_PROBLEMS);
+        assert!(problems[..MAX_PROBLEMS - 1].iter().all(|p| p.field == "items[]"));
+        assert_eq!(problems[MAX_PROBLEMS - 1].field, "other");
+        let (_, problems) =
+            account_info(&format!(r#"{{"account":{{"contract_id_to_fee_setting":{{"{}":1}}}}}}"#, "k".repeat(200)));
+        assert_eq!(problems[0].field, "k".repeat(64), "a long key is cut");
     }
 
     #[test]
