@@ -453,13 +453,8 @@ fn contract_rows<'a, T>(
 /// same position in two coins' answers, say) would make duplicate series, and Prometheus rejects
 /// a whole scrape that has any.
 fn unique<'a, R>(rows: impl IntoIterator<Item = (RenderedLabels, &'a R)>) -> Vec<(RenderedLabels, &'a R)> {
-    let mut kept: Vec<(RenderedLabels, &R)> = Vec::new();
-    for (labels, record) in rows {
-        if !kept.iter().any(|(seen, _)| *seen == labels) {
-            kept.push((labels, record));
-        }
-    }
-    kept
+    let mut seen = std::collections::HashSet::new();
+    rows.into_iter().filter(|(labels, _)| seen.insert(labels.clone())).collect()
 }
 
 fn text(value: &Option<String>) -> &str {

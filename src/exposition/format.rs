@@ -163,7 +163,7 @@ pub trait LabelSet {
 
 /// A label set written once and copied into every sample that has it: a record's labels are
 /// the same for each of its 20-odd fields. Further pairs can follow it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub struct RenderedLabels(Vec<u8>);
 
 impl RenderedLabels {

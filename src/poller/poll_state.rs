@@ -96,7 +96,9 @@ impl PollState {
     /// the first scan of a fresh start counts from `now_ms` minus the backfill. Returns the
     /// settled point it moved back from the future, if it did (see [`BillCursor::start_poll`]).
     pub fn start_bill_scan(&mut self, now_ms: i64) -> Option<i64> {
-        let start = CursorState::counting_from(now_ms.saturating_sub(self.backfill_ms));
+        // Not before 1970, whatever the backfill, so that the settled point (one before) stays a
+        // time the state file takes back.
+        let start = CursorState::counting_from(now_ms.saturating_sub(self.backfill_ms).max(1));
         let cursor = match &mut self.cursor {
             Some(cursor) => cursor,
             None => self.cursor.insert(self.bill_cursor(start)),
@@ -217,15 +219,26 @@ mod tests {
     }
 
     #[test]
-    fn only_coins_with_a_name_are_compared_with_their_bills() {
-        let settings = PollSettings {
+    fn a_backfill_beyond_1970_counts_from_1970() {
+        let settings = PollSettings { backfill: std::time::Duration::from_secs(100 * 365 * 86_400), ..settings() };
+        let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
+        state.start_bill_scan(1_700_000_000_000);
+        assert_eq!(state.unsettled_from_ms(), Some(1));
+    }
+
+    fn settings() -> PollSettings {
+        PollSettings {
             interval: std::time::Duration::from_secs(15),
             overlap: std::time::Duration::from_secs(60),
             backfill: std::time::Duration::ZERO,
             bill_queries_per_poll: 8,
             coins: crate::api::Coins::default(),
-        };
-        let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2, 9]);
+        }
+    }
+
+    #[test]
+    fn only_coins_with_a_name_are_compared_with_their_bills() {
+        let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings(), &[2, 9]);
         let answer = |coin: &str| AccountInfo {
             collateral: vec![Collateral {
                 coin_id: Some(coin.into()),
