@@ -11,7 +11,10 @@
 //! coin_names: {1: BTC}         # optional; coin ids' names beyond the documented 2: USDT
 //! ```
 
-use super::{read_secret_file, validate_coin_ids, validate_coin_name, validate_name, AccountConfig, ConfigError, Env};
+use super::{
+    header_safe, read_secret_file, validate_coin_ids, validate_coin_name, validate_name, AccountConfig, ConfigError,
+    Env,
+};
 use crate::api::{Credentials, Secret};
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -102,9 +105,11 @@ pub fn parse_accounts(path: &Path, text: &str, default_coins: &[u64], env: Env) 
         };
         let c = &account.credentials;
         let credentials = Credentials {
-            api_key: resolve(&c.api_key, "api_key", env).map_err(in_account)?,
+            api_key: resolve(&c.api_key, "api_key", env).and_then(|s| header_safe(s, "api_key")).map_err(in_account)?,
             secret: resolve(&c.secret, "secret", env).map_err(in_account)?,
-            passphrase: resolve(&c.passphrase, "passphrase", env).map_err(in_account)?,
+            passphrase: resolve(&c.passphrase, "passphrase", env)
+                .and_then(|s| header_safe(s, "passphrase"))
+                .map_err(in_account)?,
         };
         accounts.push(AccountConfig { name, coin_ids, credentials });
     }

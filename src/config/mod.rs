@@ -314,9 +314,9 @@ fn validate_telemetry_path(path: &str) -> Result<(), ConfigError> {
 fn single_account(cli: &Cli, coin_ids: Vec<u64>, env: Env) -> Result<AccountConfig, ConfigError> {
     let name = validate_name(&cli.api_account_name)?;
     let credentials = Credentials {
-        api_key: credential_from_env("CAPI_API_KEY", env)?,
+        api_key: header_safe(credential_from_env("CAPI_API_KEY", env)?, "CAPI_API_KEY")?,
         secret: credential_from_env("CAPI_API_SECRET", env)?,
-        passphrase: credential_from_env("CAPI_API_PASSPHRASE", env)?,
+        passphrase: header_safe(credential_from_env("CAPI_API_PASSPHRASE", env)?, "CAPI_API_PASSPHRASE")?,
     };
     Ok(AccountConfig { name, coin_ids, credentials })
 }
@@ -333,6 +333,17 @@ fn credential_from_env(var: &'static str, env: Env) -> Result<Secret, ConfigErro
     }
 }
 
+/// The key and the passphrase travel in HTTP headers: a control character in one (a `\r` left by
+/// an editor, say) would fail every request, so it is refused at start, naming where it is.
+pub(crate) fn header_safe(credential: Secret, origin: &str) -> Result<Secret, ConfigError> {
+    match http::HeaderValue::from_str(credential.expose()) {
+        Ok(_) => Ok(credential),
+        Err(_) => Err(ConfigError::Invalid(format!(
+            "{origin} holds a control character, which an HTTP header cannot carry; write the credential without it"
+        ))),
+    }
+}
+
 /// A secret file's content without its trailing newline (as `echo` and editors write it).
 pub(crate) fn read_secret_file(path: &std::path::Path, what: &str) -> Result<Secret, ConfigError> {
     let unreadable =
@@ -345,14 +356,20 @@ pub(crate) fn read_secret_file(path: &std::path::Path, what: &str) -> Result<Sec
     Ok(Secret::new(value))
 }
 
+/// A scheme and a host (and port), nothing more: the API's paths are signed as written, so a
+/// path, query, fragment or user here would make every request fail its signature, misleadingly.
 fn validate_base_url(url: &str) -> Result<String, ConfigError> {
     let trimmed = url.trim_end_matches('/');
-    let valid = trimmed
-        .parse::<http::Uri>()
-        .is_ok_and(|u| matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some_and(|h| !h.is_empty()));
+    let valid = !trimmed.contains('#')
+        && trimmed.parse::<http::Uri>().is_ok_and(|u| {
+            matches!(u.scheme_str(), Some("http" | "https"))
+                && u.authority().is_some_and(|a| !a.host().is_empty() && !a.as_str().contains('@'))
+                && matches!(u.path(), "" | "/")
+                && u.query().is_none()
+        });
     if !valid {
         return Err(ConfigError::Invalid(format!(
-            "--api.base-url {url:?} is not an http(s) URL, e.g. https://api-contract.weex.com"
+            "--api.base-url {url:?} is not an http(s) URL of a host alone (no path, query, fragment or user), e.g. https://api-contract.weex.com"
         )));
     }
     Ok(trimmed.to_string())

@@ -76,8 +76,13 @@ fn demo_needs_no_credentials() {
 fn bad_values_give_one_line_naming_the_flag() {
     let error = Config::from_cli(&cli(&["--web.listen-address", "nonsense"]), &env_of(&KEYS)).unwrap_err();
     assert!(error.to_string().contains("--web.listen-address"), "{error}");
-    let error = Config::from_cli(&cli(&["--api.base-url", "ftp://x"]), &env_of(&KEYS)).unwrap_err();
-    assert!(error.to_string().contains("--api.base-url"), "{error}");
+    for url in ["ftp://x", "https://x/prefix", "https://x?a=1", "https://u:p@x", "https://x#f", "https://"] {
+        let error = Config::from_cli(&cli(&["--api.base-url", url]), &env_of(&KEYS)).unwrap_err();
+        assert!(error.to_string().contains("--api.base-url"), "{url}: {error}");
+    }
+    for url in ["https://x", "https://x/", "http://127.0.0.1:8080"] {
+        assert!(Config::from_cli(&cli(&["--api.base-url", url]), &env_of(&KEYS)).is_ok(), "{url}");
+    }
     let error = Config::from_cli(&cli(&["--api.account-name", "a b"]), &env_of(&KEYS)).unwrap_err();
     assert!(error.to_string().contains("account name"), "{error}");
     let parse = Cli::try_parse_from(["capi_exporter", "--poll.interval", "5x"]).unwrap_err().to_string();
@@ -179,4 +184,16 @@ fn a_credential_written_into_the_file_is_refused_without_being_quoted() {
         let bare = value.trim_matches(|c| c == '\'' || c == '[' || c == ']');
         assert!(!error.contains(bare), "{error}");
     }
+}
+
+#[test]
+fn a_key_or_passphrase_with_a_control_character_is_refused_at_start() {
+    let env = env_of(&[("CAPI_API_KEY", "key\r"), ("CAPI_API_SECRET", "s\r"), ("CAPI_API_PASSPHRASE", "p")]);
+    let error = Config::from_cli(&cli(&[]), &env).unwrap_err().to_string();
+    assert!(error.starts_with("CAPI_API_KEY holds a control character"), "{error}");
+    assert!(!error.contains("key\r"), "{error}");
+    let yaml = "accounts:\n  - name: a\n    credentials:\n      api_key: {env: K}\n      secret: {env: S}\n      passphrase: {env: P}\n";
+    let env = env_of(&[("K", "key"), ("S", "s"), ("P", "pass\u{7f}")]);
+    let error = parse_accounts(std::path::Path::new("a.yml"), yaml, &[2], &env).unwrap_err().to_string();
+    assert!(error.contains("account \"a\": passphrase holds a control character"), "{error}");
 }
