@@ -159,7 +159,12 @@ impl Wiring {
 /// Figures older than this are withdrawn: `--data.max-age`, or five poll intervals (at least a
 /// minute).
 fn max_age(config: &Config, settings: &PollSettings) -> Duration {
-    config.data_max_age.unwrap_or_else(|| (settings.interval * 5).max(Duration::from_secs(60)))
+    let Some(max_age) = config.data_max_age else { return (settings.interval * 5).max(Duration::from_secs(60)) };
+    if max_age <= settings.interval {
+        warn!(max_age_seconds = max_age.as_secs_f64(), poll_interval_seconds = settings.interval.as_secs_f64(),
+            "--data.max-age is not longer than the poll interval: every account's figures will be withdrawn between polls; give it two intervals or more");
+    }
+    max_age
 }
 
 fn log_serving(config: &Config, listeners: &[tokio::net::TcpListener], accounts: usize) {

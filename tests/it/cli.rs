@@ -258,3 +258,14 @@ async fn at_debug_level_each_request_of_a_poll_is_logged() {
         bills[0]
     );
 }
+
+#[test]
+fn a_max_age_not_longer_than_the_poll_interval_is_warned_about_at_start() {
+    let flags = ["--demo", "--demo.accounts", "1", "--data.max-age", "2s", "--poll.interval", "2s"];
+    let exporter = Exporter::spawn(Exporter::command(&flags));
+    let log = exporter.log();
+    let warning = log.lines().find(|l| l.contains("--data.max-age is not longer than the poll interval"));
+    assert!(warning.is_some_and(|l| l.contains("level=warn") && l.contains("max_age_seconds=2")), "{log}");
+    let calm = Exporter::spawn(Exporter::command(&["--demo", "--demo.accounts", "1", "--data.max-age", "5s"]));
+    assert!(!calm.log().contains("--data.max-age is not longer"), "{}", calm.log());
+}
