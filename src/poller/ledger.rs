@@ -279,10 +279,7 @@ impl Ledger {
             compared_at.insert(coin_id, observation.at_ms);
             self.compare(observation);
         }
-        // A coin not compared yet begins after this point: its bills up to it are not needed.
-        let coins = &self.coins;
-        self.uncompared
-            .retain(|bill| bill.ctime_ms > settled_through_ms || coins.iter().any(|c| c.coin_id == bill.coin_id));
+        self.fold_settled_bills(settled_through_ms);
         let after = self.differences();
         after
             .into_iter()
@@ -293,6 +290,23 @@ impl Ledger {
                 Changed { coin_id, field, before, difference, at_ms }
             })
             .collect()
+    }
+
+    /// A coin not compared yet begins after `settled_through_ms`: its bills up to it are not
+    /// needed. Those of a compared coin all go to its next comparison (every answer to come is
+    /// dated after that point), so they are kept as one sum per coin, dated as the newest of
+    /// them: however long the account query fails while bills are counted, what waits stays
+    /// bounded.
+    fn fold_settled_bills(&mut self, settled_through_ms: i64) {
+        let (settled, newer): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.uncompared).into_iter().partition(|bill| bill.ctime_ms <= settled_through_ms);
+        let mut sums: BTreeMap<u64, Uncompared> = BTreeMap::new();
+        for bill in settled.into_iter().filter(|bill| self.coins.iter().any(|c| c.coin_id == bill.coin_id)) {
+            let sum = sums.entry(bill.coin_id).or_insert_with(|| Uncompared { totals: Totals::default(), ..bill });
+            sum.ctime_ms = sum.ctime_ms.max(bill.ctime_ms);
+            sum.totals.add_all(&bill.totals);
+        }
+        self.uncompared = sums.into_values().chain(newer).collect();
     }
 
     fn compare(&mut self, observation: Observation) {

@@ -78,6 +78,25 @@ fn an_answer_is_compared_only_once_its_time_has_settled() {
 }
 
 #[test]
+fn bills_waiting_for_an_answer_are_kept_as_one_sum_and_compared_when_it_comes() {
+    let mut ledger = Ledger::default();
+    ledger.observe(USDT, &answer(vec![record(1_000, &[("cum_deposit_amount", dec("0"))])]), 1_000);
+    ledger.settle(1_000);
+    // The account query fails for a long while; bills go on being counted and settled.
+    for t in 1..=1_000 {
+        ledger.count(&bill(1_000 + t, "deposit", dec("1"), Decimal::ZERO), USDT);
+        ledger.settle(1_000 + t);
+        assert_eq!(ledger.uncompared.len(), 1, "one sum for the coin");
+    }
+    ledger.observe(USDT, &answer(vec![record(2_000, &[("cum_deposit_amount", dec("1000"))])]), 2_000);
+    ledger.settle(2_000);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
+    ledger.observe(USDT, &answer(vec![record(2_001, &[("cum_deposit_amount", dec("1001"))])]), 2_001);
+    ledger.settle(2_001);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(dec("1")), "a missed deposit still shows");
+}
+
+#[test]
 fn an_update_time_far_beyond_the_request_does_not_keep_the_answer_waiting() {
     let mut ledger = Ledger::default();
     // Microseconds where milliseconds belong: a thousand times now.
