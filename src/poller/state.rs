@@ -236,6 +236,11 @@ impl StateStore {
             let file = StateFile { format: FORMAT, accounts: entries.accounts.clone() };
             (serde_json::to_vec(&file).expect("state is plain data"), entries.generation)
         };
+        if bytes.len() as u64 > MAX_STATE_BYTES {
+            // The file on disk stays one the next start can read.
+            let error = std::io::Error::other(format!("it would be larger than {} MiB", MAX_STATE_BYTES >> 20));
+            return Err(StateError::Write { path: self.path.clone(), error });
+        }
         let path = self.path.clone();
         tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
             .await
