@@ -35,16 +35,24 @@ pub struct Credentials {
 pub const REDACTED: &str = "[REDACTED]";
 
 impl Credentials {
-    /// `text` with every occurrence of these credentials and of `signature` (also as JSON
-    /// writes a `/`, escaped) replaced by [`REDACTED`], or `None` when it holds none. For texts
-    /// from outside that may echo the request: a proxy's error page, an exchange's message.
+    /// `text` with every occurrence of these credentials and of `signature` (also as a JSON
+    /// string may write them: `/` as `\/`, quotes and controls escaped, `<`, `>` and `&` as Go
+    /// escapes them) replaced by [`REDACTED`], or `None` when it holds none. For texts from
+    /// outside that may echo the request: a proxy's error page, an exchange's message.
     pub fn redact(&self, text: &[u8], signature: &str) -> Option<Vec<u8>> {
         let secrets = [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature];
-        let escaped: Vec<String> = secrets.iter().filter(|s| s.contains('/')).map(|s| s.replace('/', "\\/")).collect();
+        let escaped = secrets.iter().flat_map(|secret| {
+            let json = serde_json::to_string(secret).unwrap_or_default();
+            let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned();
+            let go = json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
+            [secret.replace('/', "\\/"), json, go]
+        });
+        let escaped: Vec<String> = escaped.collect();
         let mut all: Vec<&str> =
             secrets.into_iter().chain(escaped.iter().map(String::as_str)).filter(|s| !s.is_empty()).collect();
-        // Longest first, so that a secret holding another is replaced whole.
-        all.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        // Longest first, so that a secret holding another is replaced whole; each form once.
+        all.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+        all.dedup();
         let mut redacted = text.to_vec();
         for secret in all {
             redacted = replace_all(&redacted, secret.as_bytes(), REDACTED.as_bytes());
@@ -84,6 +92,19 @@ mod tests {
             r#"<pre>ACCESS-KEY: [REDACTED]\nACCESS-PASSPHRASE: [REDACTED]</pre>{"sign":"[REDACTED]","again":"[REDACTED]"}"#
         );
         assert_eq!(credentials.redact(b"nothing secret here", "zz"), None);
+    }
+
+    #[test]
+    fn credentials_are_redacted_as_a_json_string_escapes_them() {
+        let credentials = Credentials {
+            api_key: Secret::new("key-123"),
+            secret: Secret::new("sec-456"),
+            passphrase: Secret::new(r#"p<a"ss\"#),
+        };
+        for echo in [r#"{"msg":"p\u003ca\"ss\\"}"#, r#"{"msg":"p<a\"ss\\"}"#] {
+            let redacted = String::from_utf8(credentials.redact(echo.as_bytes(), "zz").unwrap()).unwrap();
+            assert_eq!(redacted, r#"{"msg":"[REDACTED]"}"#, "{echo}");
+        }
     }
 
     #[test]
