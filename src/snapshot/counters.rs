@@ -131,7 +131,8 @@ impl BillCounters {
         if !add_flow(&mut self.fill_fees, (&coin, &business_type), bill.fill_fee) {
             problem("fillFee", UNSUMMABLE);
         }
-        if let Some(balance) = bill.balance {
+        // Coins past the limit share `other`: a balance there would be any one of theirs.
+        if let Some(balance) = bill.balance.filter(|_| coin != OTHER) {
             let newer = self.balances.get(&coin).is_none_or(|b| b.is_older_than(bill.ctime_ms, &bill.id));
             if newer {
                 let latest = LatestBalance { ctime_ms: bill.ctime_ms, bill_id: bill.id.clone(), balance };
@@ -241,6 +242,7 @@ mod tests {
         let types: BTreeSet<&str> = counters.bills.keys().map(|(_, t)| t.as_str()).collect();
         assert_eq!((coins.len(), types.len()), (MAX_COINS, MAX_BUSINESS_TYPES));
         assert!(coins.contains(OTHER) && types.contains(OTHER));
+        assert!(!counters.balances.contains_key(OTHER), "no coin's balance stands for the others'");
         assert_eq!(counters.bills.values().sum::<u64>(), (MAX_BUSINESS_TYPES + 10) as u64, "every bill counted");
         // Types 63..=73 are past the limit; so are coins C31..=C36, each time one comes (twice).
         assert_eq!(over, 11 + 2 * 6, "each value past the limit reported");
