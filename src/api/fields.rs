@@ -95,7 +95,12 @@ fn exact_decimal(digits: &str) -> Result<Decimal, &'static str> {
         Some((mantissa, exponent)) => (mantissa, exponent.parse::<i64>().map_err(|_| OUT_OF_RANGE)?),
         None => (digits, 0),
     };
-    // Without trailing zeros, which leaves the most room to move the point.
+    // Without trailing zeros, which an exact parse would count as digits beyond the 28th, and
+    // which leaves the most room to move the point.
+    let mantissa = match mantissa.contains('.') {
+        true => mantissa.trim_end_matches('0').trim_end_matches('.'),
+        false => mantissa,
+    };
     let mut value = Decimal::from_str_exact(mantissa).map_err(|_| OUT_OF_RANGE)?.normalize();
     if value.is_zero() {
         return Ok(value); // zero at any exponent, which may be beyond the scale's range
@@ -305,6 +310,11 @@ mod tests {
         for rounded in rounded {
             assert_eq!(read(rounded, decimal), Err(OUT_OF_RANGE), "{rounded}");
         }
+        let zeros = [("0.000000000000000000000000000000", "0"), ("123456789012.000000000000000000", "123456789012")];
+        for (text, exact) in zeros {
+            assert_eq!(read(&format!("{text:?}"), decimal).unwrap().to_string(), exact, "{text}");
+            assert_eq!(read(&format!("{text}e0"), decimal).unwrap().to_string(), exact, "{text}");
+        }
         for (number, exact) in
             [("2.5e2", "250"), ("25e-1", "2.5"), ("1.50E+1", "15"), ("7e0", "7"), ("0e5", "0"), ("0.0e-40", "0")]
         {
@@ -323,6 +333,7 @@ mod tests {
             let scale = i64::from(written.scale()) - exponent;
             let whole = u32::try_from(-scale).ok().and_then(|zeros| written.mantissa().checked_mul(10i128.checked_pow(zeros)?));
             match exact_decimal(&format!("{written}e{exponent}")) {
+                Ok(value) if written.is_zero() => proptest::prop_assert!(value.is_zero()),
                 Ok(value) if scale >= 0 => {
                     let exact = Decimal::try_from_i128_with_scale(written.mantissa(), u32::try_from(scale).unwrap_or(u32::MAX));
                     proptest::prop_assert_eq!(Ok(value), exact.map_err(drop));
