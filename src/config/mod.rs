@@ -368,9 +368,10 @@ fn validate_base_url(url: &str) -> Result<String, ConfigError> {
                 && u.query().is_none()
         });
     if !valid {
-        return Err(ConfigError::Invalid(format!(
-            "--api.base-url {url:?} is not an http(s) URL of a host alone (no path, query, fragment or user), e.g. https://api-contract.weex.com"
-        )));
+        // Not quoted: a user part may hold a password.
+        return Err(ConfigError::Invalid(
+            "--api.base-url is not an http(s) URL of a host alone (no path, query, fragment or user), e.g. https://api-contract.weex.com".into(),
+        ));
     }
     Ok(trimmed.to_string())
 }

@@ -79,6 +79,7 @@ fn bad_values_give_one_line_naming_the_flag() {
     for url in ["ftp://x", "https://x/prefix", "https://x?a=1", "https://u:p@x", "https://x#f", "https://"] {
         let error = Config::from_cli(&cli(&["--api.base-url", url]), &env_of(&KEYS)).unwrap_err();
         assert!(error.to_string().contains("--api.base-url"), "{url}: {error}");
+        assert!(!error.to_string().contains("u:p@"), "{error}");
     }
     for url in ["https://x", "https://x/", "http://127.0.0.1:8080"] {
         assert!(Config::from_cli(&cli(&["--api.base-url", url]), &env_of(&KEYS)).is_ok(), "{url}");
