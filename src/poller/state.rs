@@ -440,7 +440,8 @@ impl SavedAccount {
                 bills: self.bills.into_iter().map(|c| ((c.coin, c.business_type), c.count)).collect(),
                 amounts: flows(self.amounts),
                 fill_fees: flows(self.fill_fees),
-                balances: self.balances,
+                // Earlier versions kept one for `other`: whichever coin past the limit came last.
+                balances: self.balances.into_iter().filter(|(coin, _)| coin != OTHER).collect(),
                 shortfalls,
             },
             ledger: self.ledger,
@@ -518,6 +519,21 @@ mod tests {
         assert_eq!(opened, Opened::Loaded { accounts: 1 });
         assert_eq!(reopened.restore("main").unwrap(), Some(Restored { cursor, counters, ledger }));
         assert_eq!(reopened.restore("other").unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_balance_of_other_saved_by_earlier_versions_is_not_restored() {
+        let path = temp_path("other-balance");
+        let _ = std::fs::remove_file(&path);
+        let (store, _) = StateStore::open(&path).unwrap();
+        let (cursor, mut counters) = sample();
+        counters.bills.insert((OTHER.into(), "deposit".into()), 1);
+        let balance = LatestBalance { ctime_ms: 1713339011237, bill_id: "1".into(), balance: Decimal::ONE };
+        counters.balances.insert(OTHER.into(), balance);
+        store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
+        let restored = StateStore::open(&path).unwrap().0.restore("main").unwrap().unwrap();
+        assert!(restored.counters.balances.contains_key("USDT"));
+        assert!(!restored.counters.balances.contains_key(OTHER));
     }
 
     #[test]
