@@ -116,7 +116,8 @@ pub struct AccountPoller {
     /// What this poller and the ones before it did, published with every snapshot; recorded
     /// by each request, so shared by them.
     stats: Mutex<AccountStats>,
-    /// Where the end of each poll is recorded, for a poller that takes over after this one.
+    /// Where the end of each poll is recorded once saved (at once, without a state file), for a
+    /// poller that takes over after this one.
     checkpoint: Arc<Mutex<Checkpoint>>,
     state: PollState,
     /// The bill counters and settled point as last saved (as counted, without a state file):
@@ -213,10 +214,11 @@ impl AccountPoller {
         #[cfg(debug_assertions)]
         supervisor::panic_if_asked(self.slot.name());
         let checkpoint = self.state.checkpoint();
+        // A poller taking over resumes from the last save, as a restart of the process would.
         if self.save_state(&checkpoint).await {
             self.saved = (checkpoint.counters.clone(), checkpoint.settled_through_ms());
+            *lock(&self.checkpoint) = checkpoint;
         }
-        *lock(&self.checkpoint) = checkpoint;
         (pace, healthy)
     }
 
