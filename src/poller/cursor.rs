@@ -172,27 +172,27 @@ impl BillCursor {
         &self.state
     }
 
-    /// Starts a pass up to `now_ms` by the exchange's clock, unless one is still in progress from
-    /// an earlier poll. Returns the settled point it had if that was in the future, and moved.
-    pub fn start_poll(&mut self, now_ms: i64) -> Option<i64> {
-        if self.pass.is_some() {
-            return None;
-        }
-        // A settled point more than the overlap after now (saved by a clock that was ahead, or
-        // damaged) would send no query until then; within it, it stays: clocks move a little
-        // when corrected. Both are the exchange's clock, which dates the bills: no bill after
-        // its now can have been counted, so going back to it counts none twice.
+    /// Moves a restored settled point more than the overlap after `now_ms` back to `now_ms`,
+    /// and returns the point it had. A cursor saved in the future (by a clock that was ahead, or
+    /// in a damaged file) would otherwise send no query until then; within the overlap it stays:
+    /// clocks move a little when corrected. Both are the exchange's clock, which dates the bills:
+    /// no bill after its now can have been counted, so going back to it counts none twice.
+    pub fn bring_back_from_the_future(&mut self, now_ms: i64) -> Option<i64> {
         let saved = self.state.settled_through;
-        let moved = (saved > now_ms.saturating_add(self.overlap_ms)).then(|| {
+        (saved > now_ms.saturating_add(self.overlap_ms)).then(|| {
             self.state.settled_through = now_ms;
             saved
-        });
+        })
+    }
+
+    /// Starts a pass up to `now_ms` by the exchange's clock, unless one is still in progress from
+    /// an earlier poll.
+    pub fn start_poll(&mut self, now_ms: i64) {
         let start = self.state.settled_through.saturating_add(1);
-        if start <= now_ms {
+        if self.pass.is_none() && start <= now_ms {
             let task = Task { start, end: now_ms, filter: Filter::All };
             self.pass = Some(Pass { started_at: now_ms, pending: vec![task], crowded: None });
         }
-        moved
     }
 
     /// The next query of the current pass, or `None` when the pass is complete.

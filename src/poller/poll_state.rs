@@ -45,6 +45,8 @@ pub struct PollState {
     /// `None` until the first bill scan of a fresh start: counting starts then, by the
     /// exchange's clock as the first answers corrected it, not this machine's.
     cursor: Option<BillCursor>,
+    /// Whether the cursor was restored and not yet checked against the exchange's clock.
+    restored_unchecked: bool,
     /// Shared with the published snapshot: copied on write, only when bills arrive.
     counters: Arc<BillCounters>,
     /// Shared with the checkpoint between polls: copied on write.
@@ -70,6 +72,7 @@ impl PollState {
             backfill_ms: millis(settings.backfill),
             configured_coins,
             cursor: None,
+            restored_unchecked: checkpoint.cursor.is_some(),
             counters: checkpoint.counters,
             ledger,
             coin_ids_by_name,
@@ -93,8 +96,10 @@ impl PollState {
     }
 
     /// Starts a bill scan up to `now_ms` by the exchange's clock, unless one is in progress;
-    /// the first scan of a fresh start counts from `now_ms` minus the backfill. Returns the
-    /// settled point it moved back from the future, if it did (see [`BillCursor::start_poll`]).
+    /// the first scan of a fresh start counts from `now_ms` minus the backfill. The first scan
+    /// of a restored cursor returns its settled point if it moved it back from the future (see
+    /// [`BillCursor::bring_back_from_the_future`]); only then, by the clock the first answers
+    /// corrected, so that a later step of the clock cannot take it back.
     pub fn start_bill_scan(&mut self, now_ms: i64) -> Option<i64> {
         // Not before 1970, whatever the backfill, so that the settled point (one before) stays a
         // time the state file takes back.
@@ -103,7 +108,10 @@ impl PollState {
             Some(cursor) => cursor,
             None => self.cursor.insert(self.bill_cursor(start)),
         };
-        cursor.start_poll(now_ms)
+        let moved =
+            std::mem::take(&mut self.restored_unchecked).then(|| cursor.bring_back_from_the_future(now_ms)).flatten();
+        cursor.start_poll(now_ms);
+        moved
     }
 
     /// The first millisecond whose bills are not final yet (on a fresh start: where counting
@@ -216,6 +224,24 @@ mod tests {
         assert_eq!(info.collateral[0].coin_id.as_deref(), Some("2"));
         assert_eq!(info.collateral[1].coin_id.as_deref(), Some("9"));
         assert_eq!(info.positions[0].coin_id.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn only_the_first_scan_of_a_restored_cursor_brings_it_back_from_the_future() {
+        let restored = |through_ms| Checkpoint {
+            cursor: Some(CursorState::counting_from(through_ms + 1_i64)),
+            ..Checkpoint::default()
+        };
+        let mut ahead = PollState::new(restored(500_000), &AccountSnapshot::default(), &settings(), &[2]);
+        assert_eq!(ahead.start_bill_scan(100_000), Some(500_000));
+        assert_eq!(ahead.unsettled_from_ms(), Some(100_001));
+        let mut state = PollState::new(restored(100_000), &AccountSnapshot::default(), &settings(), &[2]);
+        assert_eq!(state.start_bill_scan(200_000), None);
+        state.take_bills(&BillPage { has_next_page: false, items: Vec::new() });
+        assert_eq!(state.unsettled_from_ms(), Some(140_001), "settled through the pass's start less the overlap");
+        // The exchange's clock as estimated steps back by more than the overlap.
+        assert_eq!(state.start_bill_scan(10_000), None);
+        assert_eq!(state.unsettled_from_ms(), Some(140_001), "nothing counted is scanned again");
     }
 
     #[test]

@@ -479,11 +479,12 @@ fn bills_that_do_not_answer_a_filtered_query_are_ignored_and_named_by_the_field(
 #[test]
 fn a_settled_point_beyond_the_overlap_in_the_future_comes_back_to_now() {
     let mut within = BillCursor::new(70_001, 60_000, PAGE);
-    assert_eq!(within.start_poll(10_000), None, "60 s ahead is within the overlap");
+    assert_eq!(within.bring_back_from_the_future(10_000), None, "60 s ahead is within the overlap");
+    within.start_poll(10_000);
     assert_eq!(within.state().settled_through, 70_000);
     assert_eq!(within.next_query(), None);
     let mut beyond = BillCursor::new(70_002, 60_000, PAGE);
-    assert_eq!(beyond.start_poll(10_000), Some(70_001));
+    assert_eq!(beyond.bring_back_from_the_future(10_000), Some(70_001));
     assert_eq!(beyond.state().settled_through, 10_000);
     beyond.start_poll(20_000);
     assert_eq!(beyond.next_query().unwrap().start_time, 10_000, "scanned again from now");
