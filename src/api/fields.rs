@@ -20,8 +20,10 @@ pub struct DecodeProblem {
 }
 
 /// At most this many problems are kept of one answer, the last saying that more were left out:
-/// an answer of a million broken records must not take memory in proportion.
-pub const MAX_PROBLEMS: usize = 100;
+/// an answer of a million broken records must not take memory in proportion. A page of 100
+/// bills each missing every field it can stays well under it, so that a bill skipped is never
+/// hidden behind the notes of bills counted.
+pub const MAX_PROBLEMS: usize = 1_000;
 /// Field names are cut to this length: a map key is the exchange's to choose.
 const MAX_FIELD_BYTES: usize = 64;
 
