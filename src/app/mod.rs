@@ -87,6 +87,7 @@ pub async fn run(
         exposition,
         telemetry_path: config.telemetry_path.clone(),
         max_requests: config.web.max_requests,
+        request_timeout: config.web.request_timeout,
         reload: config.lifecycle.then_some(reload_requests),
     });
     let (stacks, stack) = watch::channel(WebStack::new(routes.clone(), config.web.clone())?);

@@ -109,8 +109,8 @@ pub struct Cli {
     /// Most scrapes served at once, each until its page is sent; more get 503 at once (0: no limit).
     #[arg(long = "web.max-requests", env = "CAPI_WEB_MAX_REQUESTS", default_value_t = WebSettings::DEFAULT_MAX_REQUESTS)]
     pub web_max_requests: usize,
-    /// Longest time to answer one HTTP request (slower ones get 503), and for a client to take in
-    /// none of the answer (its connection is closed).
+    /// Longest time to answer one HTTP request (slower ones get 503) and to send a scrape's page,
+    /// and for a client to take in none of the answer (either way its connection is closed).
     #[arg(long = "web.request-timeout", env = "CAPI_WEB_REQUEST_TIMEOUT", default_value = "30s", value_parser = parse_prometheus)]
     pub web_request_timeout: Duration,
     /// Answer POST /-/reload, which reloads the configuration files as SIGHUP does.

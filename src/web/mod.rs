@@ -41,8 +41,9 @@ pub struct WebSettings {
     /// Scrapes answered at the same time; the next one gets 503 at once. 0 means no limit.
     /// ([`app`] applies it, to the metrics route only.)
     pub max_requests: usize,
-    /// Time to produce a whole response, else 503; and the longest a client may take in no byte
-    /// of one, else its connection is closed. Zero means no limit.
+    /// Time to produce a whole response, else 503, and to send a scrape's page; and the longest a
+    /// client may take in no byte of one. Past either, its connection is closed. Zero means no
+    /// limit.
     pub request_timeout: Duration,
     /// Time for a client to finish its TLS handshake and to send request headers, else the
     /// connection is closed. Zero means no limit.

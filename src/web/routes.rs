@@ -18,6 +18,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch, OwnedSemaphorePermit, Semaphore};
 use tower_http::compression::{CompressionLayer, CompressionLevel};
 
@@ -28,6 +29,8 @@ pub struct AppState {
     pub telemetry_path: String,
     /// `--web.max-requests`: scrapes served at once; 0 for no limit.
     pub max_requests: usize,
+    /// `--web.request-timeout`: the longest a scrape may take, its page sent; zero for no limit.
+    pub request_timeout: Duration,
     /// Where `/-/reload` asks for a reload; `None` without `--web.enable-lifecycle`.
     pub reload: Option<mpsc::Sender<ReloadRequest>>,
 }
@@ -43,7 +46,8 @@ impl AppState {
 
 pub fn app(state: AppState) -> Router {
     let metrics_route = get(metrics).layer(CompressionLayer::new().quality(CompressionLevel::Precise(2)));
-    let metrics_route = limited(metrics_route, state.max_requests, state.exposition().handler_stats());
+    let stats = state.exposition().handler_stats();
+    let metrics_route = limited(metrics_route, state.max_requests, state.request_timeout, stats);
     Router::new()
         .route(&state.telemetry_path, metrics_route)
         .route("/", get(status::landing))
@@ -72,26 +76,32 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
 /// puts them: at most `max` scrapes at once (0: no limit), the next one gets 503 at once, never a
 /// queue (a scraper that waits in one would time out anyway); every answer, 503s included, is
 /// counted by status code. A scrape holds its place, and counts as in flight, until its body is
-/// sent or dropped, not only while its headers are made (as tower's concurrency limit would):
-/// clients that stop reading cannot pile up pages beyond the limit. The probes are never
-/// limited, so a flood of scrapes cannot fail them.
+/// sent or dropped, not only while its headers are made (as tower's concurrency limit would);
+/// a body not sent within `send_within` (zero: no limit) of the request is abandoned, closing
+/// the connection: clients that read slowly or not at all can neither pile up pages nor keep
+/// the places from scrapers. The probes are never limited, so a flood of scrapes cannot fail
+/// them.
 pub(super) fn limited<S: Clone + Send + Sync + 'static>(
     route: MethodRouter<S>,
     max: usize,
+    send_within: Duration,
     stats: Arc<HandlerStats>,
 ) -> MethodRouter<S> {
     let places = (max > 0).then(|| Arc::new(Semaphore::new(max)));
-    route.layer(middleware::from_fn_with_state(Limit { places, max, stats }, counted))
+    let send_within = (!send_within.is_zero()).then_some(send_within);
+    route.layer(middleware::from_fn_with_state(Limit { places, max, send_within, stats }, counted))
 }
 
 #[derive(Clone)]
 struct Limit {
     places: Option<Arc<Semaphore>>,
     max: usize,
+    send_within: Option<Duration>,
     stats: Arc<HandlerStats>,
 }
 
 async fn counted(State(limit): State<Limit>, request: Request, next: Next) -> Response {
+    let deadline = limit.send_within.map(|within| Instant::now() + within);
     let in_flight = limit.stats.start();
     let place = match limit.places.map(Semaphore::try_acquire_owned) {
         Some(Err(_)) => {
@@ -104,12 +114,13 @@ async fn counted(State(limit): State<Limit>, request: Request, next: Next) -> Re
     };
     let response = next.run(request).await;
     in_flight.answered(response.status().as_u16());
-    response.map(|body| Body::new(Held { body, _held: (place, in_flight) }))
+    response.map(|body| Body::new(Held { body, deadline, _held: (place, in_flight) }))
 }
 
-/// A response body, and what is held until it is sent or dropped.
+/// A response body, its deadline, and what is held until it is sent or dropped.
 struct Held {
     body: Body,
+    deadline: Option<Instant>,
     _held: (Option<OwnedSemaphorePermit>, InFlight),
 }
 
@@ -118,6 +129,9 @@ impl http_body::Body for Held {
     type Error = axum::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        if self.deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+            return Poll::Ready(Some(Err(axum::Error::new("the page was not taken in within --web.request-timeout"))));
+        }
         Pin::new(&mut self.body).poll_frame(cx)
     }
 

@@ -17,7 +17,16 @@ fn state(path: &str) -> (AppState, Arc<AccountSlot>) {
     slot.publish(AccountSnapshot { stats: Arc::new(AccountStats::new(Duration::from_secs(15))), ..Default::default() });
     let exposition = Arc::new(Exposition::new(vec![slot.clone()], Duration::from_secs(60)));
     let exposition = tokio::sync::watch::channel(exposition).1;
-    (AppState { exposition, telemetry_path: path.into(), max_requests: 40, reload: None }, slot)
+    (
+        AppState {
+            exposition,
+            telemetry_path: path.into(),
+            max_requests: 40,
+            request_timeout: Duration::ZERO,
+            reload: None,
+        },
+        slot,
+    )
 }
 
 async fn get(state: &AppState, path: &str) -> (StatusCode, String, String) {

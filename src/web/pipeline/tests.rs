@@ -51,7 +51,7 @@ fn gated_router(started: Arc<Semaphore>, gate: Arc<RwLock<()>>, max: usize, stat
             "done"
         }
     };
-    Router::new().route("/", limited(get(handler), max, stats))
+    Router::new().route("/", limited(get(handler), max, Duration::ZERO, stats))
 }
 
 #[tokio::test]
@@ -91,7 +91,7 @@ async fn beyond_max_requests_the_next_scrape_gets_503_at_once_and_is_counted() {
 #[tokio::test]
 async fn a_scrape_holds_its_place_until_its_body_is_sent_or_dropped() {
     let stats = Arc::new(HandlerStats::default());
-    let router = Router::new().route("/", limited(get(|| async { "the page" }), 1, stats.clone()));
+    let router = Router::new().route("/", limited(get(|| async { "the page" }), 1, Duration::ZERO, stats.clone()));
     let pipeline = wrap(router, &settings(None, Duration::ZERO)).0;
     let first = handle(&pipeline, request(None)).await;
     assert_eq!(first.status(), StatusCode::OK);
@@ -139,7 +139,7 @@ async fn a_request_over_its_time_gets_503_and_frees_its_place() {
             "quick"
         }
     };
-    let router = Router::new().route("/", limited(get(handler), 1, Arc::default()));
+    let router = Router::new().route("/", limited(get(handler), 1, Duration::ZERO, Arc::default()));
     let pipeline = wrap(router, &settings(None, Duration::from_millis(100))).0;
     let started = std::time::Instant::now();
     let response = tokio::time::timeout(PATIENCE, handle(&pipeline, request(None))).await.expect("timed out in time");

@@ -100,7 +100,7 @@ async fn a_client_that_takes_in_nothing_is_disconnected_after_the_request_timeou
     // Far more than the socket buffers on both sides hold, made a chunk at a time as it is sent,
     // as a page is.
     let handler = || async { axum::body::Body::new(Chunks(1024)) };
-    let router = Router::new().route("/", crate::web::routes::limited(get(handler), 1, stats.clone()));
+    let router = Router::new().route("/", crate::web::routes::limited(get(handler), 1, Duration::ZERO, stats.clone()));
     let settings = WebSettings { request_timeout: Duration::from_millis(300), ..settings(Duration::from_secs(5)) };
     let (address, stop, server) = start(router, settings).await;
     let mut stalled = TcpStream::connect(address).await.unwrap();
@@ -139,4 +139,31 @@ impl http_body::Body for Chunks {
         });
         std::task::Poll::Ready(chunk)
     }
+}
+
+#[tokio::test]
+async fn a_client_that_reads_too_slowly_is_cut_off_at_the_request_timeout() {
+    let stats = Arc::new(HandlerStats::default());
+    let handler = || async { axum::body::Body::new(Chunks(1024)) };
+    let timeout = Duration::from_secs(1);
+    let router = Router::new().route("/", crate::web::routes::limited(get(handler), 1, timeout, stats.clone()));
+    let settings = WebSettings { request_timeout: timeout, ..settings(Duration::from_secs(5)) };
+    let (address, stop, server) = start(router, settings).await;
+    let mut slow = TcpStream::connect(address).await.unwrap();
+    slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
+    // 64 KiB every 2 ms or slower: the server's writes keep going (no write waits the timeout),
+    // but the page's 64 MiB takes over 2 s.
+    let mut received = 0;
+    let reading = async {
+        let mut buffer = vec![0u8; 64 << 10];
+        while let Ok(read @ 1..) = slow.read(&mut buffer).await {
+            received += read;
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::time::timeout(PATIENCE, reading).await.expect("cut off");
+    assert!(received < 1024 * CHUNK_BYTES, "the whole page was sent: {received} bytes");
+    assert_eq!(stats.in_flight(), 0);
+    stop.send(()).unwrap();
+    tokio::time::timeout(PATIENCE, server).await.unwrap().unwrap();
 }
