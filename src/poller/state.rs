@@ -22,7 +22,7 @@ use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 const FORMAT: u32 = 1;
 /// The largest state file read. One account's entry is a few KiB to a few hundred; 190 busy
@@ -144,9 +144,15 @@ struct Entries {
 pub struct StateStore {
     path: PathBuf,
     entries: Mutex<Entries>,
-    /// The generation last written to disk; held while writing.
-    written: tokio::sync::Mutex<u64>,
+    /// The generation last written to disk; held while writing, by the write itself, so that a
+    /// save given up on (see [`SAVE_PATIENCE`]) leaves no second write beside it.
+    written: Arc<tokio::sync::Mutex<u64>>,
 }
+
+/// How long a save waits for the one before it, and for its own write: both take milliseconds,
+/// so a wait this long is a file system that stopped answering. The poll goes on, the failure
+/// counted and logged, rather than every poller waiting with nothing said.
+const SAVE_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl StateStore {
     /// Opens the state file. A missing file is an empty store; a corrupt one is moved aside
@@ -185,7 +191,7 @@ impl StateStore {
         Self {
             path: path.to_path_buf(),
             entries: Mutex::new(Entries { accounts, generation: 0 }),
-            written: tokio::sync::Mutex::new(0),
+            written: Arc::default(),
         }
     }
 
@@ -211,7 +217,8 @@ impl StateStore {
         Ok(Some(saved.into_restored()))
     }
 
-    /// Records one account's state and returns once it is on disk.
+    /// Records one account's state and returns once it is on disk, or with an error after
+    /// [`SAVE_PATIENCE`].
     pub async fn save(
         &self,
         account: &str,
@@ -227,7 +234,15 @@ impl StateStore {
             entries.generation += 1;
             entries.generation
         };
-        let mut written = self.written.lock().await;
+        let hung = || StateError::Write {
+            path: self.path.clone(),
+            error: std::io::Error::other(format!(
+                "a write has not finished in {} s; the file system may hang",
+                SAVE_PATIENCE.as_secs()
+            )),
+        };
+        let mut written =
+            tokio::time::timeout(SAVE_PATIENCE, self.written.clone().lock_owned()).await.map_err(|_| hung())?;
         if *written >= mine {
             return Ok(()); // another poller's write already carried this change
         }
@@ -242,11 +257,15 @@ impl StateStore {
             return Err(StateError::Write { path: self.path.clone(), error });
         }
         let path = self.path.clone();
-        tokio::task::spawn_blocking(move || write_atomically(&path, &bytes))
+        let write = tokio::task::spawn_blocking(move || {
+            write_atomically(&path, &bytes)?;
+            *written = generation;
+            Ok(())
+        });
+        tokio::time::timeout(SAVE_PATIENCE, write)
             .await
-            .map_err(|e| StateError::Write { path: self.path.clone(), error: std::io::Error::other(e) })??;
-        *written = generation;
-        Ok(())
+            .map_err(|_| hung())?
+            .map_err(|e| StateError::Write { path: self.path.clone(), error: std::io::Error::other(e) })?
     }
 }
 

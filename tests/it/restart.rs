@@ -301,3 +301,20 @@ async fn bills_not_saved_are_not_shown_until_a_save_succeeds() {
         .await;
     assert!(saved_settled_through(&path) > created_ms);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_save_that_hangs_is_given_up_on_and_polling_goes_on() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let path = state_path("hung");
+    let flags = ["--state.file", path.to_str().unwrap(), "--poll.interval", "200ms"];
+    let exporter = Exporter::start(&exchange, &flags);
+    exporter.wait_up().await;
+    // The next write's temporary file is a FIFO nobody reads: opening it blocks, as a write to
+    // a file system that stopped answering does.
+    let temporary = path.with_file_name("state.json.tmp");
+    assert!(std::process::Command::new("mkfifo").arg(&temporary).status().unwrap().success());
+    // Two polls that each gave up on their save: polling goes on, one poll per wait.
+    exporter.wait_for("two saves given up on", |s| s.value("capi_state_file_errors_total", &[]) >= Some(2.0)).await;
+    let log = exporter.log();
+    assert!(log.lines().any(|l| l.contains("level=error") && l.contains("the file system may hang")), "{log}");
+}
