@@ -117,12 +117,10 @@ pub struct AccountPoller {
     /// by each request, so shared by them.
     stats: Mutex<AccountStats>,
     /// Where the end of each poll is recorded once saved (at once, without a state file), for a
-    /// poller that takes over after this one.
+    /// poller that takes over after this one; its counters and settled point are the ones
+    /// published, so that a restart after a failed save cannot take a counter back.
     checkpoint: Arc<Mutex<Checkpoint>>,
     state: PollState,
-    /// The bill counters and settled point as last saved (as counted, without a state file):
-    /// those published, so that a restart after a failed save cannot take a counter back.
-    saved: (Arc<BillCounters>, i64),
     backoff: Backoff,
     /// The failures of the previous poll and of this one, so that a lasting outage logs once,
     /// not at every poll.
@@ -135,7 +133,6 @@ impl AccountPoller {
     pub fn new(setup: PollerSetup, checkpoint: Arc<Mutex<Checkpoint>>) -> Self {
         let PollerSetup { account, settings, slot, store } = setup;
         let resumed = lock(&checkpoint).clone();
-        let saved = (resumed.counters.clone(), resumed.settled_through_ms());
         let published = slot.latest().unwrap_or_default();
         let state = PollState::new(resumed, &published, &settings, &account.coin_ids);
         let stats = Mutex::new((*published.stats).clone());
@@ -147,7 +144,6 @@ impl AccountPoller {
             stats,
             checkpoint,
             state,
-            saved,
             backoff: Backoff::default(),
             previous_failures: BTreeSet::new(),
             failures: BTreeSet::new(),
@@ -216,7 +212,6 @@ impl AccountPoller {
         let checkpoint = self.state.checkpoint();
         // A poller taking over resumes from the last save, as a restart of the process would.
         if self.save_state(&checkpoint).await {
-            self.saved = (checkpoint.counters.clone(), checkpoint.settled_through_ms());
             *lock(&self.checkpoint) = checkpoint;
         }
         (pace, healthy)
@@ -263,7 +258,10 @@ impl AccountPoller {
             stats.clock_offset_ms = self.account.client.clock().offset_ms();
             Arc::new(stats.clone())
         };
-        let (counters, settled_through_ms) = self.saved.clone();
+        let (counters, settled_through_ms) = {
+            let saved = lock(&self.checkpoint);
+            (saved.counters.clone(), saved.settled_through_ms())
+        };
         self.slot.publish(AccountSnapshot { counters, settled_through_ms, ..self.state.snapshot(healthy, stats) });
     }
 
