@@ -262,9 +262,19 @@ pub fn decode_account_info(body: &JsonObject<'_>, problems: &mut Vec<DecodeProbl
     let positions = reader.array("position");
     let version = reader.value("version");
     let problems = reader.problems();
+    let collateral = decode_list(collateral, "collateral", problems, Collateral::decode);
+    // The ledger check finds a coin's records by their coin id; it must say which it cannot find.
+    for _ in collateral.iter().filter(|c| c.coin_id.as_deref().is_some_and(|id| id.parse::<u64>().is_err())) {
+        DecodeProblem::note(
+            problems,
+            "collateral",
+            "coin_id",
+            "not a coin id (digits); the ledger check leaves the record out",
+        );
+    }
     AccountInfo {
         account: account.map(|a| decode_account(&a, problems)),
-        collateral: decode_list(collateral, "collateral", problems, Collateral::decode),
+        collateral,
         positions: decode_list(positions, "position", problems, Position::decode),
         version,
     }
@@ -489,6 +499,14 @@ mod tests {
         assert_eq!(position.side.as_deref(), Some("LONG"));
         assert_eq!(position.size, Some(Decimal::from_str("0.5").unwrap()));
         assert_eq!(info.version, Some(Decimal::from(42)));
+    }
+
+    #[test]
+    fn a_collateral_record_whose_coin_id_is_no_number_is_said_to_be_left_out_of_the_ledger_check() {
+        let (info, problems) = account_info(r#"{"collateral": [{"coin_id": "USDT"}, {"coin_id": 2}, {}]}"#);
+        assert_eq!(info.collateral.len(), 3);
+        let said: Vec<(&str, &str, &str)> = problems.iter().map(|p| (p.record, p.field.as_str(), p.detail)).collect();
+        assert_eq!(said, [("collateral", "coin_id", "not a coin id (digits); the ledger check leaves the record out")]);
     }
 
     #[test]
