@@ -162,6 +162,41 @@ async fn sighup_changes_the_accounts_and_keeps_the_counts_of_those_that_stay() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_poller_replaced_while_saves_fail_goes_on_from_the_last_save() {
+    let setup = Setup::new("unsaved").await;
+    let accounts = setup.write_accounts(&[("a", "2")]);
+    let state = setup.dir.join("state.json");
+    let exporter = setup.start(&accounts, &["--state.file", state.to_str().unwrap(), "--bills.overlap", "1s"]);
+    exporter.wait_up().await;
+    setup.add_trade("a");
+    exporter.wait_for("a's first trade saved", |s| trades(s, "a") == Some(1.0)).await;
+    // A directory where the file was: every save fails (renaming over it), even as root. A save
+    // may put the file back in between: then again.
+    while std::fs::remove_file(&state).is_ok() && std::fs::create_dir(&state).is_err() {}
+    assert!(state.is_dir());
+    setup.add_trade("a");
+    let failed_saves = |s: &Scrape| s.value("capi_state_file_errors_total", &[]).unwrap_or(0.0);
+    // Ten failed saves: ten polls, two seconds, well past the trade's scan.
+    let failing = exporter.wait_for("saves failing", |s| failed_saves(s) >= 10.0).await;
+    assert_eq!(trades(&failing, "a"), Some(1.0), "shown unsaved");
+
+    // a gains coin 1: a new poller takes over, from the last save, not from the poll before.
+    setup.write_accounts(&[("a", "2,1")]);
+    exporter.signal("HUP");
+    wait_logged(&exporter, "configuration reloaded", 1);
+    let replaced = exporter
+        .wait_for("the new poller failing its saves", |s| {
+            s.matching("capi_collateral_amount", &[("account", "a"), ("coin_id", "1")]).len() == 1
+                && failed_saves(s) >= failed_saves(&failing) + 10.0
+        })
+        .await;
+    assert_eq!(trades(&replaced, "a"), Some(1.0), "shown unsaved after the takeover");
+    std::fs::remove_dir(&state).unwrap();
+    // Counted twice, it would show 3.
+    exporter.wait_for("the second trade shown once saved", |s| trades(s, "a") == Some(2.0)).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn the_lifecycle_endpoint_reloads_the_web_config_and_answers_with_the_problem() {
     let setup = Setup::new("lifecycle").await;
     let accounts = setup.write_accounts(&[("a", "2")]);
