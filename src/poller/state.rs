@@ -673,6 +673,23 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_save_larger_than_a_start_reads_is_refused_and_the_file_kept() {
+        let path = temp_path("too-large");
+        let _ = std::fs::remove_file(&path);
+        let (store, _) = StateStore::open(&path).unwrap();
+        let (cursor, counters) = sample();
+        store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
+        let on_disk = std::fs::read(&path).unwrap();
+        // Another account's entry as large as a start reads at most: with it, the file would not be.
+        let huge = RawValue::from_string(format!("\"{}\"", "x".repeat(MAX_STATE_BYTES as usize))).unwrap();
+        store.entries.lock().unwrap().accounts.insert("huge".into(), huge);
+        let error = store.save("main", &cursor, &counters, &sample_ledger()).await.unwrap_err().to_string();
+        assert!(error.contains("it would be larger than 256 MiB"), "{error}");
+        assert_eq!(std::fs::read(&path).unwrap(), on_disk, "the file a start can read stays");
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[tokio::test]
     async fn one_bad_account_entry_does_not_spoil_the_others() {
         let path = temp_path("entry");
         std::fs::write(&path, br#"{"format":1,"accounts":{"bad":{"settled_through":"x"}}}"#).unwrap();
