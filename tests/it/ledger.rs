@@ -138,7 +138,7 @@ async fn bursts_late_bills_restarts_and_kill_9_leave_every_difference_as_it_was(
     settle_unchanged(&exporter, &exchange).await;
 
     // A clean stop, bills while it is down, and a start from the state file.
-    exporter.terminate();
+    assert!(exporter.terminate().success(), "{}", exporter.log());
     add_activity(&exchange, 1);
     exporter = Exporter::start(&exchange, &flags);
     settle_unchanged(&exporter, &exchange).await;

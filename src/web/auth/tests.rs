@@ -106,9 +106,12 @@ async fn past_the_waiting_checks_new_credentials_are_turned_away_at_once() {
             tokio::spawn(async move { auth.allows(&basic("alice", &format!("guess-{i}"))).await })
         })
         .collect();
-    while auth.checks.available_permits() > 0 {
-        tokio::task::yield_now().await;
-    }
+    let taken = async {
+        while auth.checks.available_permits() > 0 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), taken).await.expect("the places taken");
     assert_eq!(auth.allows(&basic("alice", "wonderland")).await, Verdict::Busy, "not queued");
     drop(turn);
     for check in waiting {
@@ -129,9 +132,12 @@ async fn at_shutdown_the_waiting_checks_end_at_once() {
         })
         .collect();
     // Every place but one is taken.
-    while auth.checks.available_permits() > 1 {
-        tokio::task::yield_now().await;
-    }
+    let taken = async {
+        while auth.checks.available_permits() > 1 {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), taken).await.expect("the places taken");
     auth.close();
     for check in waiting {
         assert_eq!(check.await.unwrap(), Verdict::Closing, "answered while the running check still holds its turn");

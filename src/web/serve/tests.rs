@@ -57,8 +57,9 @@ async fn a_request_in_flight_at_shutdown_is_answered_before_serve_returns() {
     tokio::time::timeout(PATIENCE, started.acquire()).await.expect("handler started").unwrap().forget();
 
     stop.send(()).unwrap();
-    tokio::task::yield_now().await;
-    assert!(!server.is_finished(), "serve waits for the request in flight");
+    let mut server = server;
+    let waited = tokio::time::timeout(Duration::from_millis(300), &mut server).await;
+    assert!(waited.is_err(), "serve waits for the request in flight");
     release.add_permits(1);
     let body = tokio::time::timeout(PATIENCE, request).await.expect("answered").unwrap().unwrap();
     assert_eq!(body, "finished");
