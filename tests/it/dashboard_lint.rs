@@ -26,6 +26,13 @@ const GRID_COLUMNS: i64 = 24;
 const MIN_SCHEMA_VERSION: i64 = 39;
 /// How the URL of the dashboard's link to the alerts' runbook ends (its base is the deployer's).
 const RUNBOOK_PATH: &str = "docs/runbook.md";
+/// The `allValue` of every variable that offers "All": a regex matching every value, the empty one
+/// included, rather than Grafana's default, an alternation of the values the variable listed.
+const ALL_VALUE: &str = ".*";
+/// How a metric's name ends (`_total` aside) when its value is an amount of a coin.
+const COIN_AMOUNT_SUFFIXES: &[&str] = &["_amount", "_balance", "_fee", "_value", "_margin", "_difference"];
+/// The decimals a panel showing amounts of a coin must show: a satoshi (1e-8 BTC).
+const AMOUNT_DECIMALS: i64 = 8;
 
 type Rule = fn(&Value) -> Vec<String>;
 
@@ -33,9 +40,11 @@ const RULES: &[(&str, Rule)] = &[
     ("dashboard-export", dashboard_export),
     ("template-datasource", template_datasource),
     ("template-variables", template_variables),
+    ("template-all-value", template_all_value),
     ("panel-datasource", panel_datasource),
     ("panel-description", panel_description),
     ("panel-units", panel_units),
+    ("panel-amount-decimals", panel_amount_decimals),
     ("target-filters", target_filters),
     ("target-rate-interval", target_rate_interval),
     ("target-counter-agg", target_counter_agg),
@@ -227,6 +236,58 @@ fn template_variables(dashboard: &Value) -> Vec<String> {
         }
         if !exprs.iter().any(|(_, expr)| references_variable(expr, name)) {
             problems.push(format!("variable {name} is used by no panel target"));
+        }
+    }
+    problems
+}
+
+/// Every variable that offers "All" sends `.*` for it. Without an `allValue`, Grafana sends an
+/// alternation of the values the variable's query listed, and series with any other value (a coin
+/// that only bills have, the empty coin, the exporter's catch-all "other") drop out of every panel.
+fn template_all_value(dashboard: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for variable in variables(dashboard).iter().filter(|v| v["includeAll"] == true) {
+        if variable["allValue"] != ALL_VALUE {
+            problems.push(format!(
+                "variable {} offers All with allValue {}, not {ALL_VALUE:?}: All would match only the values it listed",
+                text(variable, "name"),
+                variable.get("allValue").unwrap_or(&Value::Null)
+            ));
+        }
+    }
+    problems
+}
+
+/// Whether a metric's value is an amount of a coin (an amount, balance, fee, value, margin or
+/// difference of one), shown to the last satoshi rather than rounded.
+fn is_coin_amount(name: &str) -> bool {
+    let base = name.strip_suffix("_total").unwrap_or(name);
+    name.starts_with("capi_") && COIN_AMOUNT_SUFFIXES.iter().any(|suffix| base.ends_with(suffix))
+}
+
+/// Every panel that shows an amount of a coin has `fieldConfig.defaults.decimals` of at least 8:
+/// with 2, a BTC amount under 0.005 reads 0.00; left out, Grafana keeps about two significant
+/// digits (12.3456 BTC reads 12). Overrides (a leverage column with 0) are not looked at.
+fn panel_amount_decimals(dashboard: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    for panel in query_panels(dashboard) {
+        let amounts: Vec<String> = array(panel, "targets")
+            .iter()
+            .filter_map(|target| Expr::parse(text(target, "expr")).ok())
+            .flat_map(|expr| expr.selectors)
+            .map(|selector| selector.name)
+            .filter(|name| is_coin_amount(name))
+            .collect();
+        let Some(metric) = amounts.first() else {
+            continue;
+        };
+        let decimals = panel.pointer("/fieldConfig/defaults/decimals");
+        if decimals.and_then(Value::as_i64).is_none_or(|d| d < AMOUNT_DECIMALS) {
+            problems.push(format!(
+                "{} shows {metric}, an amount of a coin, with fieldConfig.defaults.decimals {}, not {AMOUNT_DECIMALS} or more",
+                panel_name(panel),
+                decimals.unwrap_or(&Value::Null)
+            ));
         }
     }
     problems
@@ -809,6 +870,14 @@ fn query_variable(name: &str, query: &str) -> Value {
     })
 }
 
+/// A variable that offers "All", as `.*`.
+fn all_variable(mut variable: Value) -> Value {
+    variable["includeAll"] = json!(true);
+    variable["multi"] = json!(true);
+    variable["allValue"] = json!(ALL_VALUE);
+    variable
+}
+
 fn target(expr: &str) -> Value {
     json!({"refId": "A", "datasource": {"type": "prometheus", "uid": "${datasource}"}, "expr": expr})
 }
@@ -833,7 +902,10 @@ fn good() -> Value {
             query_variable("job", "label_values(capi_exporter_build_info, job)"),
             query_variable("instance", r#"label_values(capi_exporter_build_info{job=~"$job"}, instance)"#),
             query_variable("account", r#"label_values(capi_up{job=~"$job", instance=~"$instance"}, account)"#),
-            query_variable("coin", r#"label_values(capi_data_age_seconds{account=~"$account"}, coin)"#),
+            all_variable(query_variable(
+                "coin",
+                r#"label_values({__name__=~"capi_bills_total|capi_data_age_seconds", account=~"$account"}, coin)"#,
+            )),
         ]},
         "panels": [
             {"type": "row", "id": 100, "title": "Row", "gridPos": {"x": 0, "y": 0, "w": 24, "h": 1}, "panels": []},
@@ -926,6 +998,33 @@ fn template_variables_wants_the_variables_their_datasource_and_their_use() {
     assert_reports(template_variables, &unused, "variable coin_id is used by no panel target");
     let exact = query_variable("account", r#"label_values(capi_up{job="$job"}, account)"#);
     assert_reports(template_variables, &with("/templating/list/3", exact), "job=\"$job\"");
+}
+
+#[test]
+fn template_all_value_wants_all_to_match_every_value() {
+    assert_reports(template_all_value, &with("/templating/list/4/allValue", json!("")), "variable coin offers All");
+    let mut listed = good();
+    listed["templating"]["list"][4].as_object_mut().unwrap().remove("allValue");
+    assert_reports(template_all_value, &listed, "allValue null, not \".*\"");
+    // A variable without "All" needs none.
+    assert!(template_all_value(&with("/templating/list/4/includeAll", json!(false))).is_empty());
+}
+
+#[test]
+fn panel_amount_decimals_wants_eight_decimals_on_amounts_of_a_coin() {
+    let filters = r#"{job=~"$job", instance=~"$instance", account=~"$account", coin=~"$coin"}"#;
+    let fees = format!("sum by (account, coin) (increase(capi_bill_fill_fee_total{filters}[$__rate_interval]))");
+    // The good panel shows bill counts and has no decimals: not an amount.
+    assert!(panel_amount_decimals(&good()).is_empty());
+    assert_reports(panel_amount_decimals, &with_expr(&fees), "capi_bill_fill_fee_total, an amount of a coin");
+    let mut rounded = with_expr(&format!("max by (account, coin) (capi_bill_balance{filters})"));
+    rounded["panels"][1]["fieldConfig"]["defaults"]["decimals"] = json!(2);
+    assert_reports(panel_amount_decimals, &rounded, "decimals 2, not 8");
+    let mut exact = with_expr(&format!("max by (account, coin) (capi_collateral_amount{filters})"));
+    exact["panels"][1]["fieldConfig"]["defaults"]["decimals"] = json!(8);
+    assert!(panel_amount_decimals(&exact).is_empty());
+    assert!(is_coin_amount("capi_ledger_difference") && is_coin_amount("capi_position_open_value"));
+    assert!(!is_coin_amount("capi_bills_total") && !is_coin_amount("capi_position_leverage"));
 }
 
 #[test]
