@@ -66,6 +66,9 @@ pub async fn run(
         demo_accounts,
     };
     let (wanted, settings) = wiring.plan(&config);
+    if let Some(store) = &wiring.store {
+        forget_unpolled(store, &wanted);
+    }
     info!(
         version = crate::version::VERSION,
         revision = crate::version::REVISION,
@@ -370,6 +373,19 @@ fn open_state(path: &std::path::Path) -> Result<StateStore, StateError> {
         }
     }
     Ok(store)
+}
+
+/// Drops the saved state of the accounts this exporter does not poll at its start, saying which.
+/// Kept, an account that comes back (a shard count changed and changed back) would resume from
+/// its old cursor and count again the bills that the replica which polled it meanwhile counted.
+/// (A reload keeps them: an account it removes is polled by no one until one adds it back.)
+fn forget_unpolled(store: &StateStore, wanted: &[Wanted]) {
+    let polled: Vec<&str> = wanted.iter().map(|w| w.account.name.as_str()).collect();
+    let others = store.forget_others(&polled);
+    if !others.is_empty() {
+        warn!(accounts = %others.join(","),
+            "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then");
+    }
 }
 
 /// SIGUSR1, SIGUSR2 and SIGALRM would end the process (their default action), yet nothing here

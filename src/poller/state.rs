@@ -201,6 +201,15 @@ impl StateStore {
         Ok(Self::new(path, parse(path, bytes)?.accounts))
     }
 
+    /// Drops the entries of accounts not in `kept` (from the next write on), and returns their
+    /// names.
+    pub fn forget_others(&self, kept: &[&str]) -> Vec<String> {
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let others: Vec<String> = entries.accounts.keys().filter(|a| !kept.contains(&a.as_str())).cloned().collect();
+        entries.accounts.retain(|account, _| kept.contains(&account.as_str()));
+        others
+    }
+
     /// The names of the accounts that have an entry.
     pub fn accounts(&self) -> Vec<String> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner()).accounts.keys().cloned().collect()

@@ -239,6 +239,47 @@ async fn a_cursor_saved_in_the_future_is_brought_back_to_now() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_account_that_comes_back_after_being_polled_elsewhere_counts_afresh() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let path = state_path("elsewhere");
+    let flags = ["--state.file", path.to_str().unwrap(), "--bills.overlap", "1s"];
+    let deposit = || NewBill { coin: "USDT".into(), business_type: "deposit".into(), ..NewBill::default() };
+    let deposits = |s: &Scrape| s.value("capi_bills_total", &[("business_type", "deposit")]);
+    let mut exporter = Exporter::start(&exchange, &flags);
+    exporter.wait_up().await;
+    exchange.sim.add_bill(exchange.key(), deposit());
+    exporter.wait_for("the first deposit counted", |s| deposits(s) == Some(1.0)).await;
+    assert!(exporter.terminate().success());
+
+    // This exporter polls another account now (as after a change of the shard count); the one
+    // it polled is counted elsewhere meanwhile.
+    let mut exporter = Exporter::start(&exchange, &[&flags[..], &["--api.account-name", "other"]].concat());
+    exporter.wait_up().await;
+    let saved_accounts = || {
+        let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        saved["accounts"].as_object().unwrap().keys().cloned().collect::<Vec<_>>()
+    };
+    exporter.wait_for("the state of other saved", |_| saved_accounts() == ["other"]).await;
+    let log = exporter.log();
+    let warning = log.lines().find(|l| l.contains("does not poll")).unwrap_or_else(|| panic!("{log}"));
+    assert!(warning.contains("level=warn") && warning.contains("accounts=default"), "{warning}");
+    assert!(exporter.terminate().success());
+    exchange.sim.add_bill(exchange.key(), deposit());
+
+    // Back here, it counts from its start: the deposit counted elsewhere is not counted again.
+    let exporter = Exporter::start(&exchange, &flags);
+    exporter.wait_up().await;
+    exchange.sim.add_bill(exchange.key(), deposit());
+    let created_ms = exchange.sim.bills(exchange.key()).iter().map(|b| b.ctime_ms).max().unwrap();
+    let scrape = exporter
+        .wait_for("the deposit after the start final", |s| {
+            s.value("capi_bill_cursor_timestamp_seconds", &[]).is_some_and(|t| t * 1000.0 >= created_ms as f64)
+        })
+        .await;
+    assert_eq!(deposits(&scrape), Some(1.0), "counted afresh from the start, once");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_restart_with_the_exchange_clock_ahead_counts_no_bill_twice() {
     // Bills are dated by the exchange's clock, five minutes ahead of this machine's: the saved
     // cursor is then in this machine's future, and must not be brought back by its clock.
