@@ -94,7 +94,7 @@ pub struct Cli {
     /// YAML file listing several accounts, each with its own credentials.
     #[arg(long = "config.file", env = "CAPI_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
-    /// Address to serve /metrics on: host:port, [IPv6]:port or :port (every IPv4 address);
+    /// Address to serve /metrics on: host:port, [IPv6]:port or :port (every address, IPv6 and IPv4);
     /// repeat the flag (or separate with commas) to listen on several.
     #[arg(
         long = "web.listen-address",
@@ -241,7 +241,7 @@ impl Config {
             bills_overlap: cli.bills_overlap,
             bills_backfill: cli.bills_backfill.unwrap_or(Duration::ZERO),
             data_max_age: cli.data_max_age,
-            state_file: cli.state_file.clone(),
+            state_file: cli.state_file.as_deref().map(state_file).transpose()?,
             listen_addresses,
             telemetry_path: cli.web_telemetry_path.clone(),
             lifecycle: cli.web_enable_lifecycle,
@@ -255,6 +255,24 @@ impl Config {
             coins,
         })
     }
+}
+
+/// The state file, whose folder must exist: each save writes a new file beside it, so every save
+/// would fail, and bills counted go unshown, without it.
+fn state_file(path: &std::path::Path) -> Result<PathBuf, ConfigError> {
+    let folder = match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => std::path::Path::new("."),
+    };
+    if !folder.is_dir() {
+        return Err(ConfigError::Invalid(format!(
+            "--state.file {}: the folder {} does not exist; create it, writable by the exporter's user (install -d -o USER {}), or choose another path",
+            path.display(),
+            folder.display(),
+            folder.display()
+        )));
+    }
+    Ok(path.to_path_buf())
 }
 
 /// A language tag such as `en-US`: letters, digits, `-` and `_`, at most 35 (BCP 47's longest).
@@ -274,7 +292,8 @@ fn validate_locale(locale: &str) -> Result<(), ConfigError> {
 const RESERVED_PATHS: [&str; 5] = ["/", "/-/healthy", "/-/ready", crate::web::RELOAD_PATH, crate::web::POLL_LOG_PATH];
 
 /// One `--web.listen-address`, as exporter-toolkit takes it: `host:port`, `[IPv6]:port`, or
-/// `:port` for every IPv4 address. A host name is looked up when the exporter binds it.
+/// `:port` for every address, IPv6 and IPv4 (IPv4 alone where IPv6 is off). A host name is looked
+/// up when the exporter binds it.
 fn listen_address(text: &str) -> Result<String, ConfigError> {
     let invalid = || {
         ConfigError::Invalid(format!(

@@ -67,6 +67,21 @@ fn missing_or_doubled_credentials_name_the_variable() {
 }
 
 #[test]
+fn a_state_file_in_a_folder_that_does_not_exist_is_refused() {
+    let state_file = |path: &str| Config::from_cli(&cli(&["--state.file", path]), &env_of(&KEYS)).map(|c| c.state_file);
+    let folder = temp_file("marker", "").with_file_name("");
+    let inside = folder.join("state.json");
+    assert_eq!(state_file(inside.to_str().unwrap()).unwrap(), Some(inside.clone()));
+    assert_eq!(state_file("state.json").unwrap(), Some(PathBuf::from("state.json")), "the working folder");
+    let missing = folder.join("no-such-folder").join("state.json");
+    let error = state_file(missing.to_str().unwrap()).unwrap_err().to_string();
+    assert!(
+        error.starts_with("--state.file ") && error.contains("no-such-folder does not exist; create it"),
+        "{error}"
+    );
+}
+
+#[test]
 fn demo_needs_no_credentials() {
     let config = Config::from_cli(&cli(&["--demo"]), &env_of(&[])).unwrap();
     assert_eq!(config.accounts, Accounts::Demo { seed: 1, count: 2, coin_ids: vec![2] });
