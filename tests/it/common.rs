@@ -208,12 +208,9 @@ impl Exporter {
 
     /// The CPU time the exporter has used so far (user and system), from `/proc`.
     pub fn cpu_time(&self) -> Duration {
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())).unwrap();
-        // The fields after the command name, which is in parentheses: utime and stime are the
-        // 14th and 15th of the line, in clock ticks of 1/100 s on Linux.
-        let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
-        let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-        Duration::from_millis(ticks * 10)
+        let pid = i32::try_from(self.child.id()).unwrap();
+        let stat = procfs::process::Process::new(pid).and_then(|process| process.stat()).unwrap();
+        Duration::from_secs_f64((stat.utime + stat.stime) as f64 / procfs::ticks_per_second() as f64)
     }
 
     /// Sends SIGTERM and waits for the exit.

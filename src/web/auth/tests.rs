@@ -96,6 +96,16 @@ async fn remembered_credentials_skip_bcrypt_either_way() {
     }
 }
 
+/// Waits, at most 10 s, until only `left` places for waiting checks are free.
+async fn wait_for_places_left(auth: &BasicAuth, left: usize) {
+    let taken = async {
+        while auth.checks.available_permits() > left {
+            tokio::task::yield_now().await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), taken).await.expect("the places taken");
+}
+
 #[tokio::test]
 async fn past_the_waiting_checks_new_credentials_are_turned_away_at_once() {
     let auth = std::sync::Arc::new(auth_for(&[("alice", "wonderland")]));
@@ -106,12 +116,7 @@ async fn past_the_waiting_checks_new_credentials_are_turned_away_at_once() {
             tokio::spawn(async move { auth.allows(&basic("alice", &format!("guess-{i}"))).await })
         })
         .collect();
-    let taken = async {
-        while auth.checks.available_permits() > 0 {
-            tokio::task::yield_now().await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), taken).await.expect("the places taken");
+    wait_for_places_left(&auth, 0).await;
     assert_eq!(auth.allows(&basic("alice", "wonderland")).await, Verdict::Busy, "not queued");
     drop(turn);
     for check in waiting {
@@ -132,12 +137,7 @@ async fn at_shutdown_the_waiting_checks_end_at_once() {
         })
         .collect();
     // Every place but one is taken.
-    let taken = async {
-        while auth.checks.available_permits() > 1 {
-            tokio::task::yield_now().await;
-        }
-    };
-    tokio::time::timeout(std::time::Duration::from_secs(10), taken).await.expect("the places taken");
+    wait_for_places_left(&auth, 1).await;
     auth.close();
     for check in waiting {
         assert_eq!(check.await.unwrap(), Verdict::Closing, "answered while the running check still holds its turn");
