@@ -243,12 +243,9 @@ impl StateStore {
             entries.generation += 1;
             entries.generation
         };
-        let hung = || StateError::Write {
-            path: self.path.clone(),
-            error: std::io::Error::other(format!(
-                "a write has not finished in {} s; the file system may hang",
-                SAVE_PATIENCE.as_secs()
-            )),
+        let hung = || {
+            let waited = SAVE_PATIENCE.as_secs();
+            self.write_error(format!("a write has not finished in {waited} s; the file system may hang"))
         };
         let mut written =
             tokio::time::timeout(SAVE_PATIENCE, self.written.clone().lock_owned()).await.map_err(|_| hung())?;
@@ -262,8 +259,7 @@ impl StateStore {
         };
         if bytes.len() as u64 > MAX_STATE_BYTES {
             // The file on disk stays one the next start can read.
-            let error = std::io::Error::other(format!("it would be larger than {} MiB", MAX_STATE_BYTES >> 20));
-            return Err(StateError::Write { path: self.path.clone(), error });
+            return Err(self.write_error(format!("it would be larger than {} MiB", MAX_STATE_BYTES >> 20)));
         }
         let path = self.path.clone();
         let write = tokio::task::spawn_blocking(move || {
@@ -271,10 +267,12 @@ impl StateStore {
             *written = generation;
             Ok(())
         });
-        tokio::time::timeout(SAVE_PATIENCE, write)
-            .await
-            .map_err(|_| hung())?
-            .map_err(|e| StateError::Write { path: self.path.clone(), error: std::io::Error::other(e) })?
+        tokio::time::timeout(SAVE_PATIENCE, write).await.map_err(|_| hung())?.map_err(|e| self.write_error(e))?
+    }
+
+    /// A failed save, for a reason that is no I/O error of its own.
+    fn write_error(&self, reason: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> StateError {
+        StateError::Write { path: self.path.clone(), error: std::io::Error::other(reason) }
     }
 }
 
