@@ -235,6 +235,14 @@ record! {
     }
 }
 
+impl Collateral {
+    /// The coin id as a number: how the ledger check finds a coin's records. `None` when absent
+    /// or not digits.
+    pub fn coin_number(&self) -> Option<u64> {
+        self.coin_id.as_deref()?.parse().ok()
+    }
+}
+
 /// The account record (spec 2.3) with its per-contract settings, keyed by futures id.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Account {
@@ -264,7 +272,7 @@ pub fn decode_account_info(body: &JsonObject<'_>, problems: &mut Vec<DecodeProbl
     let problems = reader.problems();
     let collateral = decode_list(collateral, "collateral", problems, Collateral::decode);
     // The ledger check finds a coin's records by their coin id; it must say which it cannot find.
-    for _ in collateral.iter().filter(|c| c.coin_id.as_deref().is_some_and(|id| id.parse::<u64>().is_err())) {
+    for _ in collateral.iter().filter(|c| c.coin_id.is_some() && c.coin_number().is_none()) {
         DecodeProblem::note(
             problems,
             "collateral",

@@ -215,8 +215,7 @@ impl Ledger {
     /// the request if later: a bill of that very millisecond may have been booked just after the
     /// answer, while one booked before it moved `updated_time` to its own time.
     pub fn observe(&mut self, coin_id: u64, info: &AccountInfo, asked_at_ms: i64) {
-        let mine =
-            info.collateral.iter().filter(|c| c.coin_id.as_deref().and_then(|id| id.parse().ok()) == Some(coin_id));
+        let mine = info.collateral.iter().filter(|c| c.coin_number() == Some(coin_id));
         let mut at_ms = asked_at_ms.saturating_sub(1);
         let mut records: Vec<ObservedRecord> = Vec::new();
         for collateral in mine {
