@@ -45,6 +45,8 @@ pub struct RequestStats {
     pub by_path: BTreeMap<String, u64>,
     /// Keys: "ok", "auth", "rate_limited", "fault", "bad_request".
     pub by_outcome: BTreeMap<String, u64>,
+    /// Requests that got an injected fault, by path.
+    pub faulted_by_path: BTreeMap<String, u64>,
 }
 
 impl RequestStats {
@@ -52,6 +54,9 @@ impl RequestStats {
         self.total += 1;
         *self.by_path.entry(path.to_owned()).or_default() += 1;
         *self.by_outcome.entry(outcome.label().to_owned()).or_default() += 1;
+        if outcome == Outcome::Fault {
+            *self.faulted_by_path.entry(path.to_owned()).or_default() += 1;
+        }
     }
 }
 
