@@ -116,8 +116,6 @@ pub struct ClientSettings {
 pub struct Client {
     http: HttpPool,
     settings: ClientSettings,
-    /// The bill endpoint's address, parsed once rather than for every request.
-    bills_uri: Uri,
     credentials: Credentials,
     /// The account's own estimate of the exchange's clock: a time read in one account's answer
     /// never moves another account's signing or bill cursor. Clones of the client (a restarted
@@ -127,16 +125,9 @@ pub struct Client {
 
 impl Client {
     pub fn new(http: HttpPool, settings: ClientSettings, credentials: Credentials) -> Result<Self, ApiError> {
-        let bills_uri = endpoint_uri(&settings.base_url, Endpoint::Bills, "")?;
-        Ok(Self { http, settings, bills_uri, credentials, clock: Arc::default() })
-    }
-
-    /// The endpoint's address, with `query` if it is not empty.
-    fn uri(&self, endpoint: Endpoint, query: &str) -> Result<Uri, ApiError> {
-        match (endpoint, query) {
-            (Endpoint::Bills, "") => Ok(self.bills_uri.clone()),
-            _ => endpoint_uri(&self.settings.base_url, endpoint, query),
-        }
+        // A base URL that is no URL is refused here, at start, rather than at every request.
+        endpoint_uri(&settings.base_url, Endpoint::Bills, "")?;
+        Ok(Self { http, settings, credentials, clock: Arc::default() })
     }
 
     /// The exchange's clock as estimated so far.
@@ -175,25 +166,12 @@ impl Client {
     /// clock, so that the caller's next attempt is signed right.
     async fn send<T>(&self, format: &AnswerFormat<T>, query: &str, body: Vec<u8>) -> Result<Answer<T>, ApiError> {
         let sent_ms = local_now_ms();
-        let result = self.send_signed(format, query, body).await;
-        if let Some(server_ms) = result.as_ref().err().and_then(ApiError::clock_skew_server_time) {
-            self.clock.correct(server_ms, sent_ms, local_now_ms());
-        }
-        result
-    }
-
-    async fn send_signed<T>(
-        &self,
-        format: &AnswerFormat<T>,
-        query: &str,
-        body: Vec<u8>,
-    ) -> Result<Answer<T>, ApiError> {
         let (_, method, path) = format.endpoint.route();
         let timestamp = self.clock.now_ms().to_string();
         let signature = sign(self.credentials.secret.expose(), &timestamp, method.as_str(), path, query, &body);
         let mut request = Request::new(Full::new(Bytes::from(body)));
         *request.method_mut() = method;
-        *request.uri_mut() = self.uri(format.endpoint, query)?;
+        *request.uri_mut() = endpoint_uri(&self.settings.base_url, format.endpoint, query)?;
         *request.headers_mut() = self.headers(&timestamp, &signature)?;
         let exchange = async {
             let response = self.http.request(request).await.map_err(|e| ApiError::Transport(error_chain(&e)))?;
@@ -206,10 +184,14 @@ impl Client {
         let status = head.status.as_u16();
         let answer = read_answer(format, status, &head.headers, &bytes);
         // An error page or message may echo the request: say it without the credentials.
-        match answer.is_err().then(|| self.credentials.redact(&bytes, &signature)).flatten() {
+        let result = match answer.is_err().then(|| self.credentials.redact(&bytes, &signature)).flatten() {
             Some(redacted) => read_answer(format, status, &head.headers, &redacted),
             None => answer,
+        };
+        if let Some(server_ms) = result.as_ref().err().and_then(ApiError::clock_skew_server_time) {
+            self.clock.correct(server_ms, sent_ms, local_now_ms());
         }
+        result
     }
 
     fn headers(&self, timestamp: &str, signature: &str) -> Result<HeaderMap, ApiError> {
@@ -329,7 +311,7 @@ fn is_plain_code(code: &str) -> bool {
 /// Decodes an answer whose top level must hold at least one of the format's fields.
 fn decode_with<T>(body: JsonObject<'_>, format: &AnswerFormat<T>) -> Result<Answer<T>, ApiError> {
     let expected = format.expected;
-    if !expected.iter().any(|k| body.contains_key(k)) {
+    if !expected.iter().any(|k| body.get(k).is_some()) {
         return Err(ApiError::Decode(format!("none of the fields {expected:?} in the answer")));
     }
     let mut problems = Vec::new();

@@ -101,37 +101,34 @@ impl ApiError {
 /// "Timestamp expired": the request's timestamp is more than 30 s from the exchange's clock.
 pub const CLOCK_SKEW_CODE: &str = "40008";
 
-/// Codes that mean the key, its signature or its permissions are not accepted: retrying the same
-/// request cannot help, a person has to act.
+/// Each documented error code, what it means (for logs that a person can act on), and whether it
+/// says the key, its signature or its permissions are not accepted: retrying the same request
+/// cannot help, a person has to act.
+const CODES: [(&str, &str, bool); 16] = [
+    ("40001", "ACCESS-KEY header is empty", true),
+    ("40002", "ACCESS-SIGN header is empty", true),
+    ("40003", "ACCESS-TIMESTAMP header is empty", true),
+    ("40005", "invalid ACCESS-TIMESTAMP", true),
+    ("40006", "invalid API key", true),
+    ("40007", "invalid Content-Type", false),
+    ("40008", "timestamp expired: check this machine's clock", true),
+    ("40009", "signature verification failed: check the API secret", true),
+    ("40011", "ACCESS-PASSPHRASE header is empty", true),
+    ("40012", "wrong API key or passphrase", true),
+    ("40013", "user is frozen", true),
+    ("40014", "the API key lacks the permission for this endpoint", true),
+    ("40015", "exchange system error", false),
+    ("40016", "the account must bind a phone or authenticator", true),
+    ("40017", "parameter verification failed", false),
+    ("40018", "request from an IP address the key does not allow", true),
+];
+
 pub fn is_auth_code(code: &str) -> bool {
-    const AUTH_CODES: [&str; 13] = [
-        "40001", "40002", "40003", "40005", "40006", "40008", "40009", "40011", "40012", "40013", "40014", "40016",
-        "40018",
-    ];
-    AUTH_CODES.contains(&code)
+    CODES.iter().any(|(known, _, auth)| *known == code && *auth)
 }
 
-/// What each documented error code means, for logs that a person can act on.
 pub fn code_meaning(code: &str) -> &'static str {
-    match code {
-        "40001" => "ACCESS-KEY header is empty",
-        "40002" => "ACCESS-SIGN header is empty",
-        "40003" => "ACCESS-TIMESTAMP header is empty",
-        "40005" => "invalid ACCESS-TIMESTAMP",
-        "40006" => "invalid API key",
-        "40007" => "invalid Content-Type",
-        "40008" => "timestamp expired: check this machine's clock",
-        "40009" => "signature verification failed: check the API secret",
-        "40011" => "ACCESS-PASSPHRASE header is empty",
-        "40012" => "wrong API key or passphrase",
-        "40013" => "user is frozen",
-        "40014" => "the API key lacks the permission for this endpoint",
-        "40015" => "exchange system error",
-        "40016" => "the account must bind a phone or authenticator",
-        "40017" => "parameter verification failed",
-        "40018" => "request from an IP address the key does not allow",
-        _ => "undocumented code",
-    }
+    CODES.iter().find(|(known, ..)| *known == code).map_or("undocumented code", |(_, meaning, _)| *meaning)
 }
 
 #[cfg(test)]

@@ -10,9 +10,6 @@ use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
 
-/// Why some bytes are not the JSON expected; serde_json's message says where.
-pub type JsonError = serde_json::Error;
-
 /// One JSON value of an answer, not yet decoded.
 #[derive(Clone, Copy)]
 pub struct Json<'a>(&'a RawValue);
@@ -32,7 +29,7 @@ pub enum Scalar<'a> {
 
 impl<'a> Json<'a> {
     /// Checks that `bytes` are one complete JSON value.
-    pub fn parse(bytes: &'a [u8]) -> Result<Self, JsonError> {
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(bytes).map(Json)
     }
 
@@ -91,17 +88,13 @@ pub struct JsonObject<'a> {
 
 impl<'a> JsonObject<'a> {
     /// The object `bytes` hold; an error for anything else.
-    pub fn parse(bytes: &'a [u8]) -> Result<Self, JsonError> {
+    pub fn parse(bytes: &'a [u8]) -> Result<Self, serde_json::Error> {
         serde_json::from_slice(bytes)
     }
 
     /// The value of member `name`. A repeated name means its last value, as in `serde_json::Value`.
     pub fn get(&self, name: &str) -> Option<Json<'a>> {
         self.members.iter().rev().find(|(key, _)| key == name).map(|(_, value)| *value)
-    }
-
-    pub fn contains_key(&self, name: &str) -> bool {
-        self.get(name).is_some()
     }
 
     /// Every member whose key is text, repeated names included. (A key that is no text, a lone

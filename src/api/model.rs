@@ -347,14 +347,8 @@ fn decode_map<T>(
 /// Settings per futures contract id, in the order of the ids. A `BTreeMap` node has room for 11
 /// entries, and an account trades a few contracts: this holds only what it has, for as long
 /// as the answer is kept (until the next poll).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ByContract<T>(Vec<(String, T)>);
-
-impl<T> Default for ByContract<T> {
-    fn default() -> Self {
-        Self(Vec::new())
-    }
-}
 
 impl<T> ByContract<T> {
     pub fn iter(&self) -> impl Iterator<Item = (&String, &T)> {

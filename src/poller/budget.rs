@@ -27,18 +27,19 @@ pub fn weights(endpoint: Endpoint) -> (u32, u32) {
 pub struct WeightWindow {
     budget: u32,
     spent: VecDeque<(Instant, u32)>,
-    total: u32,
 }
 
 impl WeightWindow {
     pub fn new(budget: u32) -> Self {
-        Self { budget, spent: VecDeque::new(), total: 0 }
+        Self { budget, spent: VecDeque::new() }
     }
 
     /// When `weight` more fits in the window (now, if it fits now).
     pub fn ready_at(&mut self, weight: u32, now: Instant) -> Instant {
-        self.forget_before(now);
-        let mut total = self.total;
+        while self.spent.front().is_some_and(|(at, _)| *at + WINDOW <= now) {
+            self.spent.pop_front();
+        }
+        let mut total: u32 = self.spent.iter().map(|(_, w)| w).sum();
         let mut ready = now;
         for (at, spent) in &self.spent {
             if total + weight <= self.budget {
@@ -52,17 +53,6 @@ impl WeightWindow {
 
     pub fn spend(&mut self, weight: u32, now: Instant) {
         self.spent.push_back((now, weight));
-        self.total += weight;
-    }
-
-    fn forget_before(&mut self, now: Instant) {
-        while let Some((at, weight)) = self.spent.front() {
-            if *at + WINDOW > now {
-                break;
-            }
-            self.total -= weight;
-            self.spent.pop_front();
-        }
     }
 }
 

@@ -60,15 +60,6 @@ impl Filter {
         }
     }
 
-    fn business_type(&self) -> Option<&str> {
-        self.parts()[0].map(String::as_str)
-    }
-
-    /// Whether a bill with these values answers a query with this filter.
-    fn matches(&self, business_type: &str, coin: &str, symbol: &str) -> bool {
-        self.mismatch(business_type, coin, symbol).is_none()
-    }
-
     /// The first field, as the exchange names it, in which a bill with these values does not
     /// answer a query with this filter.
     fn mismatch(&self, business_type: &str, coin: &str, symbol: &str) -> Option<&'static str> {
@@ -337,20 +328,19 @@ fn answering<'p>(
     (start, end): (i64, i64),
 ) -> (Cow<'p, BillPage>, Vec<&'static str>) {
     let mismatch = |bill: &Bill| {
-        let outside = !(start..=end).contains(&bill.ctime_ms);
-        if outside {
-            Some("cTime")
-        } else {
+        let inside = (start..=end).contains(&bill.ctime_ms);
+        if inside {
             filter.mismatch(&bill.business_type, &bill.coin, &bill.symbol)
+        } else {
+            Some("cTime")
         }
     };
-    if page.items.iter().all(|bill| mismatch(bill).is_none()) {
-        return (Cow::Borrowed(page), Vec::new());
+    let unmatched: Vec<&'static str> = page.items.iter().filter_map(mismatch).collect();
+    if unmatched.is_empty() {
+        return (Cow::Borrowed(page), unmatched);
     }
-    let (answering, unmatched): (Vec<&Bill>, Vec<&Bill>) = page.items.iter().partition(|bill| mismatch(bill).is_none());
-    let items = answering.into_iter().cloned().collect();
-    let fields = unmatched.into_iter().filter_map(mismatch).collect();
-    (Cow::Owned(BillPage { has_next_page: page.has_next_page, items }), fields)
+    let items = page.items.iter().filter(|bill| mismatch(bill).is_none()).cloned().collect();
+    (Cow::Owned(BillPage { has_next_page: page.has_next_page, items }), unmatched)
 }
 
 /// A bill exactly on a bound we sent proves the exchange includes that bound.

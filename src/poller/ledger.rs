@@ -173,7 +173,7 @@ struct Uncompared {
 }
 
 /// One coin's comparison.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct CoinLedger {
     coin_id: u64,
     /// The settled answer the comparison began with.
@@ -186,7 +186,7 @@ struct CoinLedger {
     bills: Totals,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct ComparedRecord {
     /// Margin mode, cross contract and isolated position.
     key: String,
@@ -273,11 +273,8 @@ impl Ledger {
                 newest.insert(observation.coin_id, observation);
             }
         }
-        let mut compared_at = BTreeMap::new();
-        for (coin_id, observation) in newest {
-            compared_at.insert(coin_id, observation.at_ms);
-            self.compare(observation);
-        }
+        let compared_at: BTreeMap<u64, i64> = newest.iter().map(|(coin_id, o)| (*coin_id, o.at_ms)).collect();
+        newest.into_values().for_each(|observation| self.compare(observation));
         self.fold_settled_bills(settled_through_ms);
         let after = self.differences();
         after
@@ -318,13 +315,7 @@ impl Ledger {
                 .map(|r| ComparedRecord { key: r.key, from_zero: false, start: r.totals, latest: r.totals })
                 .collect();
             let (coin_id, since_ms) = (observation.coin_id, observation.at_ms);
-            self.coins.push(CoinLedger {
-                coin_id,
-                since_ms,
-                records,
-                gone: Totals::default(),
-                bills: Totals::default(),
-            });
+            self.coins.push(CoinLedger { coin_id, since_ms, records, ..CoinLedger::default() });
             return;
         };
         ledger.bills.add_all(&bills);
@@ -341,8 +332,7 @@ impl Ledger {
                 None => {
                     // Created since the comparison began: everything it holds came since.
                     let from_zero = observed.created_ms.is_some_and(|created| created > ledger.since_ms);
-                    let (start, latest) = (Totals::default(), Totals::default());
-                    ledger.records.push(ComparedRecord { key: observed.key, from_zero, start, latest });
+                    ledger.records.push(ComparedRecord { key: observed.key, from_zero, ..ComparedRecord::default() });
                     ledger.records.len() - 1
                 }
             };
@@ -425,14 +415,9 @@ impl ComparedRecord {
 }
 
 /// A record is one margin mode's, one cross contract's or one isolated position's.
-fn record_key(collateral: &Collateral) -> String {
-    let part = |value: &Option<String>| value.clone().unwrap_or_default();
-    format!(
-        "{}/{}/{}",
-        part(&collateral.margin_mode),
-        part(&collateral.cross_contract_id),
-        part(&collateral.isolated_position_id)
-    )
+fn record_key(c: &Collateral) -> String {
+    let part = |value: &Option<String>| value.as_deref().unwrap_or_default().to_owned();
+    format!("{}/{}/{}", part(&c.margin_mode), part(&c.cross_contract_id), part(&c.isolated_position_id))
 }
 
 #[cfg(test)]

@@ -250,7 +250,7 @@ impl AccountPoller {
         let outcome = if healthy { "every request succeeded" } else { "a request failed" };
         self.recall(format_args!("poll ended: {outcome}; next in {:?}", self.settings.interval + backoff));
         let stats = {
-            let mut stats = self.stats();
+            let mut stats = lock(&self.stats);
             stats.poll_backoff = backoff;
             if healthy {
                 stats.last_good_poll = Some(crate::snapshot::stats::unix_now());
@@ -263,10 +263,6 @@ impl AccountPoller {
             (saved.counters.clone(), saved.settled_through_ms())
         };
         self.slot.publish(AccountSnapshot { counters, settled_through_ms, ..self.state.snapshot(healthy, stats) });
-    }
-
-    fn stats(&self) -> std::sync::MutexGuard<'_, AccountStats> {
-        self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Makes the bill queries of this poll, at most the per-poll limit.
@@ -292,7 +288,7 @@ impl AccountPoller {
             self.report(&counted);
         }
         if self.state.bill_scan_in_progress() {
-            self.stats().scans_deferred += 1;
+            lock(&self.stats).scans_deferred += 1;
             debug!(account = self.slot.name(), "bill scan stopped before its end; it resumes at the next poll");
         }
         Ok(())
@@ -315,7 +311,7 @@ impl AccountPoller {
             ),
         ] {
             if !problems.is_empty() {
-                self.stats().decode_problems(Endpoint::Bills, problems);
+                lock(&self.stats).decode_problems(Endpoint::Bills, problems);
                 warn!(account = self.slot.name(), ?problems, "{what}");
             }
         }
@@ -337,7 +333,7 @@ impl AccountPoller {
             let started = std::time::Instant::now();
             let result = send().await;
             let elapsed = started.elapsed();
-            self.stats().request(endpoint, &result, elapsed);
+            lock(&self.stats).request(endpoint, &result, elapsed);
             let (account, endpoint_name, duration_ms) = (self.slot.name(), endpoint.as_str(), elapsed.as_millis());
             let error = match result {
                 Ok(answer) => {
@@ -352,7 +348,12 @@ impl AccountPoller {
                     self.recall(format_args!(
                         "{endpoint_name} request answered in {duration_ms} ms (attempt {attempt})"
                     ));
-                    return Ok(self.keep_problems(endpoint, answer));
+                    if !answer.problems.is_empty() {
+                        lock(&self.stats).decode_problems(endpoint, &answer.problems);
+                        warn!(account, endpoint = endpoint_name, problems = ?answer.problems,
+                            "some fields of the answer could not be read; the rest was kept");
+                    }
+                    return Ok(answer.value);
                 }
                 Err(error) => error,
             };
@@ -366,15 +367,6 @@ impl AccountPoller {
             tokio::time::sleep(pause).await;
             attempt += 1;
         }
-    }
-
-    fn keep_problems<T>(&self, endpoint: Endpoint, answer: Answer<T>) -> T {
-        if !answer.problems.is_empty() {
-            self.stats().decode_problems(endpoint, &answer.problems);
-            warn!(account = self.slot.name(), endpoint = endpoint.as_str(), problems = ?answer.problems,
-                "some fields of the answer could not be read; the rest was kept");
-        }
-        answer.value
     }
 
     /// Logs a failed request, as a warning only when the previous poll did not fail the same
@@ -396,7 +388,7 @@ impl AccountPoller {
         let (Some(store), Some(cursor)) = (&self.store, &checkpoint.cursor) else { return true };
         let saved = store.save(self.slot.name(), cursor, &checkpoint.counters, &checkpoint.ledger).await;
         if let Err(e) = &saved {
-            self.stats().state_file_errors += 1;
+            lock(&self.stats).state_file_errors += 1;
             error!(account = self.slot.name(), error = %e, "cannot save the state file; the bill counters shown stay as last saved until a save succeeds, so that a restart cannot count bills twice");
         }
         saved.is_ok()
@@ -446,8 +438,8 @@ fn pace_after(error: &ApiError) -> Pace {
     }
 }
 
-fn lock(checkpoint: &Mutex<Checkpoint>) -> std::sync::MutexGuard<'_, Checkpoint> {
-    checkpoint.lock().unwrap_or_else(|e| e.into_inner())
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

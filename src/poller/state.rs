@@ -61,21 +61,14 @@ struct StateFile {
 pub enum Opened {
     /// No file yet: it is created at the first save.
     Missing,
-    Loaded {
-        accounts: usize,
-    },
+    /// Entries of this many accounts were read.
+    Loaded { accounts: usize },
     /// The file was not valid JSON of this format: it was renamed `aside`, and every account
     /// counts afresh.
-    MovedAside {
-        aside: PathBuf,
-        error: String,
-    },
+    MovedAside { aside: PathBuf, error: String },
     /// Some entries are not valid: the file as it was is copied to `kept`, and those accounts
     /// count afresh. Each entry with what is wrong with it.
-    BadEntries {
-        kept: PathBuf,
-        entries: Vec<(String, String)>,
-    },
+    BadEntries { kept: PathBuf, entries: Vec<(String, String)> },
 }
 
 /// One account's saved state.

@@ -5,7 +5,6 @@ use crate::api::fields::DecodeProblem;
 use crate::api::model::Bill;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The sign of an amount: money into the account or out of it.
@@ -86,12 +85,7 @@ pub struct LatestBalance {
 impl LatestBalance {
     /// Newer by creation time, then by id (ids grow with time; equal times are common in bursts).
     fn is_older_than(&self, ctime_ms: i64, bill_id: &str) -> bool {
-        let by_id = self.bill_id.len().cmp(&bill_id.len()).then_with(|| self.bill_id.as_str().cmp(bill_id));
-        match self.ctime_ms.cmp(&ctime_ms) {
-            Ordering::Less => true,
-            Ordering::Equal => by_id == Ordering::Less,
-            Ordering::Greater => false,
-        }
+        (self.ctime_ms, self.bill_id.len(), self.bill_id.as_str()) < (ctime_ms, bill_id.len(), bill_id)
     }
 }
 

@@ -91,14 +91,10 @@ impl AccountStats {
 
     pub fn decode_problems(&mut self, endpoint: Endpoint, problems: &[DecodeProblem]) {
         for problem in problems {
-            let key = (endpoint, problem.record, problem.field.clone());
-            let known = self.decode_problems.contains_key(&key);
-            let key = if known || self.decode_problems.len() < MAX_PROBLEM_FIELDS {
-                key
-            } else {
-                (endpoint, problem.record, OTHER.to_owned())
-            };
-            bump(self.decode_problems.entry(key).or_default());
+            let known = self.decode_problems.contains_key(&(endpoint, problem.record, problem.field.clone()));
+            let field =
+                if known || self.decode_problems.len() < MAX_PROBLEM_FIELDS { problem.field.as_str() } else { OTHER };
+            bump(self.decode_problems.entry((endpoint, problem.record, field.to_owned())).or_default());
         }
     }
 }

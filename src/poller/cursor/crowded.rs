@@ -62,7 +62,8 @@ impl Crowded {
     /// counted so far whose millisecond is not settled, with their creation times.
     pub(super) fn shortfall(&self, page_size: u32, seen: &HashMap<String, i64>) -> Shortfall {
         let proven = self.full.iter().any(|query| self.proves_uncounted(query, page_size, seen));
-        let types: BTreeSet<&str> = self.full.iter().filter_map(|query| query.filter.business_type()).collect();
+        let types: BTreeSet<&str> =
+            self.full.iter().filter_map(|query| query.filter.parts()[0].map(String::as_str)).collect();
         Shortfall {
             ms: self.ms,
             business_types: types.into_iter().map(str::to_owned).collect(),
@@ -79,7 +80,7 @@ impl Crowded {
             return false;
         }
         let found = self.found.values().filter(|b| b.ctime_ms == self.ms);
-        let matching = found.filter(|b| query.filter.matches(&b.business_type, &b.coin, &b.symbol)).count();
+        let matching = found.filter(|b| query.filter.mismatch(&b.business_type, &b.coin, &b.symbol).is_none()).count();
         let counted_before =
             seen.iter().filter(|(id, ctime)| **ctime == self.ms && !self.found.contains_key(*id)).count();
         matching.saturating_add(counted_before) <= page_size as usize
