@@ -40,19 +40,17 @@ where
             ("target", Value::from(meta.target())),
         ]);
         event.record(&mut fields);
-        let line = match self.0 {
-            LogFormat::Logfmt => {
-                let pairs: Vec<String> =
-                    fields.0.iter().map(|(key, value)| format!("{key}={}", logfmt(value))).collect();
-                pairs.join(" ")
-            }
-            LogFormat::Json => {
-                let pairs: Vec<String> =
-                    fields.0.iter().map(|(key, value)| format!("{}:{value}", Value::from(*key))).collect();
-                format!("{{{}}}", pairs.join(","))
-            }
-        };
-        writeln!(writer, "{line}")
+        let pairs = fields.0.iter().map(|(key, value)| match (self.0, value) {
+            // logfmt quotes text when needed; numbers and booleans stay as they are.
+            (LogFormat::Logfmt, Value::String(text)) => format!("{key}={}", quote(text)),
+            (LogFormat::Logfmt, other) => format!("{key}={other}"),
+            (LogFormat::Json, value) => format!("{}:{value}", Value::from(*key)),
+        });
+        let pairs: Vec<String> = pairs.collect();
+        match self.0 {
+            LogFormat::Logfmt => writeln!(writer, "{}", pairs.join(" ")),
+            LogFormat::Json => writeln!(writer, "{{{}}}", pairs.join(",")),
+        }
     }
 }
 
@@ -85,14 +83,6 @@ impl Visit for Fields {
 
     fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
         self.push(field, Value::from(format!("{value:?}")));
-    }
-}
-
-/// A value as logfmt writes it: text quoted when needed, numbers and booleans as they are.
-fn logfmt(value: &Value) -> String {
-    match value {
-        Value::String(text) => quote(text),
-        other => other.to_string(),
     }
 }
 

@@ -10,7 +10,7 @@ use crate::config::AccountConfig;
 use crate::poller::supervisor::Supervisor;
 use crate::poller::{start_delay, Checkpoint, PollSettings, PollerSetup};
 use crate::snapshot::AccountSlot;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::runtime::Handle;
 use tokio::sync::{oneshot, watch};
@@ -28,9 +28,9 @@ pub(super) struct Wanted {
 pub(super) type MakeSetup<'a> = &'a (dyn Fn(&Wanted, Arc<AccountSlot>) -> Result<PollerSetup, ApiError> + Sync);
 
 pub(super) struct Fleet {
-    /// The pollers' runtime, driven by their thread until `end` is sent.
+    /// The pollers' runtime, driven by their thread until `_end` is dropped with the fleet.
     pollers: Handle,
-    end: Option<oneshot::Sender<()>>,
+    _end: oneshot::Sender<()>,
     /// In the order of the configuration.
     running: Vec<Running>,
 }
@@ -55,7 +55,7 @@ impl Fleet {
                 let _ = ended.await;
             });
         })?;
-        Ok(Self { pollers, end: Some(end), running: Vec::new() })
+        Ok(Self { pollers, _end: end, running: Vec::new() })
     }
 
     /// The slots of the accounts polled, in the order of the configuration.
@@ -75,14 +75,9 @@ impl Fleet {
                 None => make_setup(wanted, AccountSlot::new(wanted.account.name.clone())).map(Some),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let unchanged: BTreeSet<&str> = wanted
-            .iter()
-            .zip(&setups)
-            .filter(|(_, setup)| setup.is_none())
-            .map(|(w, _)| w.account.name.as_str())
-            .collect();
+        // Names are unique, so a poller is unchanged exactly when its account is wanted as it is.
         let (kept, ending): (Vec<Running>, Vec<Running>) =
-            self.running.drain(..).partition(|running| unchanged.contains(running.wanted.account.name.as_str()));
+            self.running.drain(..).partition(|running| wanted.contains(&running.wanted));
         let mut kept: BTreeMap<String, Running> =
             kept.into_iter().map(|running| (running.wanted.account.name.clone(), running)).collect();
         let mut checkpoints = end(ending).await;
@@ -131,10 +126,7 @@ impl Fleet {
     /// Stops every poller (a poll in progress is abandoned: the state file holds the last
     /// complete one), then the pollers' thread.
     pub async fn stop(mut self) {
-        end(self.running.drain(..).collect()).await;
-        if let Some(end) = self.end.take() {
-            let _ = end.send(());
-        }
+        end(std::mem::take(&mut self.running)).await;
     }
 }
 

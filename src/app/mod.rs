@@ -5,7 +5,6 @@ mod fleet;
 
 use crate::api::client::HttpPool;
 use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
-use crate::config::shard::Shard;
 use crate::config::{AccountConfig, Accounts, Config, ConfigError};
 use crate::exposition::Exposition;
 use crate::poller::budget::{self, AccountBudget, WeightWindow};
@@ -130,7 +129,7 @@ impl Wiring {
         };
         let configured = accounts.len();
         accounts.retain(|account| config.shard.owns(&account.name));
-        if config.shard != Shard::ALL {
+        if config.shard.count > 1 {
             info!(
                 shard = config.shard.index,
                 shards = config.shard.count,
@@ -181,6 +180,7 @@ fn log_serving(config: &Config, listeners: &[tokio::net::TcpListener], accounts:
         accounts,
         tls = web.is_some_and(|w| w.tls_enabled()),
         basic_auth = web.is_some_and(|w| w.basic_auth_enabled()),
+        max_requests = config.web.max_requests,
         "serving metrics"
     );
 }

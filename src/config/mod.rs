@@ -191,20 +191,17 @@ pub struct Config {
 }
 
 impl Config {
-    /// What `--config.check` says of a valid configuration, after loading what only the server
-    /// would load at start (the TLS certificate and key).
-    pub fn check(&self) -> Result<String, ConfigError> {
+    /// What `--config.check` says of a valid configuration (one whose TLS certificate and key
+    /// loaded, as [`WebConfig::load`] checks).
+    pub fn check(&self) -> String {
         let web = self.web.config.as_ref();
-        if let Some(web) = web {
-            web.tls_server_config()?;
-        }
         let accounts = match &self.accounts {
             Accounts::Exchange { accounts, .. } => format!("{} account(s)", accounts.len()),
             Accounts::Demo { count, .. } => format!("{count} demo account(s)"),
         };
         let tls = if web.is_some_and(WebConfig::tls_enabled) { "TLS" } else { "plain HTTP" };
         let auth = if web.is_some_and(WebConfig::basic_auth_enabled) { ", basic auth" } else { "" };
-        Ok(format!("the configuration is valid: {accounts}, {tls}{auth}"))
+        format!("the configuration is valid: {accounts}, {tls}{auth}")
     }
 
     /// Validates the flags and resolves credentials; every error is one line naming the problem.
@@ -221,14 +218,13 @@ impl Config {
             (Accounts::Demo { seed: cli.demo_seed, count: cli.demo_accounts, coin_ids }, Vec::new())
         } else {
             let base_url = validate_base_url(&cli.api_base_url)?;
-            let (accounts, coin_names) = match &cli.config_file {
-                Some(path) => {
-                    let file = file::load_accounts(path, &coin_ids, env)?;
-                    (file.accounts, file.coin_names)
+            let listed = match &cli.config_file {
+                Some(path) => file::load_accounts(path, &coin_ids, env)?,
+                None => {
+                    file::AccountsFile { accounts: vec![single_account(cli, coin_ids, env)?], coin_names: Vec::new() }
                 }
-                None => (vec![single_account(cli, coin_ids, env)?], Vec::new()),
             };
-            (Accounts::Exchange { base_url, accounts }, coin_names)
+            (Accounts::Exchange { base_url, accounts: listed.accounts }, listed.coin_names)
         };
         let coins = merge_coin_names(file_coin_names, flag_coin_names)?;
         Ok(Self {

@@ -11,9 +11,6 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// All accounts, for a single replica.
-    pub const ALL: Shard = Shard { index: 0, count: 1 };
-
     pub fn new(index: u32, count: u32) -> Result<Self, String> {
         if count == 0 {
             return Err("--shard.count must be at least 1".into());

@@ -86,10 +86,6 @@ impl<'a> View<'a> {
         self.snapshot.fresh_coins(self.oldest_ms)
     }
 
-    fn account(&self) -> Option<&'a Account> {
-        self.snapshot.fresh_account(self.oldest_ms)
-    }
-
     /// Writes every family of the account but the data age, which changes with the clock.
     pub(super) fn write(&self, lines: &mut Lines) {
         lines.family(&UP, [(&self.account, f64::from(u8::from(self.snapshot.up)))]);
@@ -102,7 +98,7 @@ impl<'a> View<'a> {
     }
 
     fn write_account(&self, lines: &mut Lines) {
-        let account = self.account();
+        let account = self.snapshot.fresh_account(self.oldest_ms);
         let rows: Vec<(&RenderedLabels, &AccountFields)> = account.iter().map(|a| (&self.account, &a.fields)).collect();
         write_record_fields(lines, ACCOUNT_GAUGES, &rows);
         let info = account.map(|a| {

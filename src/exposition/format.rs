@@ -215,17 +215,11 @@ impl Pairs<'_> {
     }
 }
 
-impl<N: AsRef<str>, V: AsRef<str>> LabelSet for [(N, V)] {
+impl<N: AsRef<str>, V: AsRef<str>, const K: usize> LabelSet for [(N, V); K] {
     fn write_pairs(&self, out: &mut Pairs<'_>) {
         for (name, value) in self {
             out.pair(name.as_ref(), value.as_ref());
         }
-    }
-}
-
-impl<N: AsRef<str>, V: AsRef<str>, const K: usize> LabelSet for [(N, V); K] {
-    fn write_pairs(&self, out: &mut Pairs<'_>) {
-        self.as_slice().write_pairs(out);
     }
 }
 
@@ -401,12 +395,6 @@ impl SampleValue for Decimal {
                 out.extend_from_slice(digits);
             }
         }
-    }
-}
-
-impl<V: SampleValue> SampleValue for &V {
-    fn write_to(&self, out: &mut Vec<u8>) {
-        (**self).write_to(out);
     }
 }
 

@@ -114,8 +114,7 @@ impl Exposition {
 
     /// The exposition of a reloaded configuration: the exporter's own counts go on.
     pub fn successor(&self, slots: Vec<Arc<AccountSlot>>, max_age: Duration, coins: Coins) -> Self {
-        Self { handler: self.handler.clone(), reload: self.reload.clone(), ..Self::new(slots, max_age) }
-            .with_coins(coins)
+        Self { handler: self.handler.clone(), reload: self.reload.clone(), coins, ..Self::new(slots, max_age) }
     }
 
     /// The accounts shown, in order.

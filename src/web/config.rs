@@ -30,11 +30,12 @@ use std::sync::Arc;
 #[derive(Clone, Debug)]
 pub struct WebConfig {
     file: Option<PathBuf>,
-    tls: Option<TlsSettings>,
-    headers: Vec<(HeaderName, HeaderValue)>,
-    users: BTreeMap<String, PasswordHash>,
-    rate_limit: Option<RateLimit>,
-    warnings: Vec<String>,
+    pub(super) tls: Option<TlsSettings>,
+    pub(super) headers: Vec<(HeaderName, HeaderValue)>,
+    pub(super) users: BTreeMap<String, PasswordHash>,
+    pub(super) rate_limit: Option<RateLimit>,
+    /// What the file asks for that is not honoured as written, one line each, to log at start.
+    pub(super) warnings: Vec<String>,
 }
 
 impl WebConfig {
@@ -73,11 +74,6 @@ impl WebConfig {
         })
     }
 
-    /// What the file asks for that is not honoured as written, one line each, to log at start.
-    pub fn warnings(&self) -> &[String] {
-        &self.warnings
-    }
-
     /// The file this configuration was loaded from, if any.
     pub fn file(&self) -> Option<&Path> {
         self.file.as_deref()
@@ -99,23 +95,6 @@ impl WebConfig {
         let Some(tls) = &self.tls else { return Ok(None) };
         let located = |problem: String| WebError { file: self.file.clone(), problem };
         tls.server_config().map(Some).map_err(located)
-    }
-
-    #[cfg(test)]
-    pub(crate) fn tls_settings(&self) -> Option<&TlsSettings> {
-        self.tls.as_ref()
-    }
-
-    pub(crate) fn headers(&self) -> &[(HeaderName, HeaderValue)] {
-        &self.headers
-    }
-
-    pub(crate) fn users(&self) -> &BTreeMap<String, PasswordHash> {
-        &self.users
-    }
-
-    pub(crate) fn rate_limit(&self) -> Option<RateLimit> {
-        self.rate_limit
     }
 }
 
@@ -216,18 +195,11 @@ fn tls_settings(raw: RawTls, base_dir: &Path) -> Result<Option<TlsSettings>, Web
     }
     let problem = |text: String| WebError::config(format!("tls_server_config: {text}"));
     // A file wins over inline text, as in exporter-toolkit.
-    let certificate =
-        PemSource::pick("tls_server_config.cert_file", cert_file, "tls_server_config.cert", cert, base_dir)
-            .ok_or_else(|| problem("missing one of cert or cert_file".into()))?;
-    let key = PemSource::pick("tls_server_config.key_file", key_file, "tls_server_config.key", key, base_dir)
+    let certificate = PemSource::pick("cert", cert_file, cert, base_dir)
+        .ok_or_else(|| problem("missing one of cert or cert_file".into()))?;
+    let key = PemSource::pick("key", key_file, key, base_dir)
         .ok_or_else(|| problem("missing one of key or key_file".into()))?;
-    let client_ca = PemSource::pick(
-        "tls_server_config.client_ca_file",
-        client_ca_file,
-        "tls_server_config.client_ca",
-        client_ca,
-        base_dir,
-    );
+    let client_ca = PemSource::pick("client_ca", client_ca_file, client_ca, base_dir);
     let client_auth = client_auth(client_auth_type.as_deref())?;
     let min_version = version("min_version", raw.min_version, TlsVersion::Tls12)?;
     let max_version = version("max_version", raw.max_version, TlsVersion::Tls13)?;

@@ -53,8 +53,6 @@ pub struct WebSettings {
 impl WebSettings {
     /// The limit on requests in flight that node_exporter uses by default (`--web.max-requests`).
     pub const DEFAULT_MAX_REQUESTS: usize = 40;
-    pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
-    pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 }
 
 impl Default for WebSettings {
@@ -62,8 +60,8 @@ impl Default for WebSettings {
         WebSettings {
             config: None,
             max_requests: Self::DEFAULT_MAX_REQUESTS,
-            request_timeout: Self::DEFAULT_REQUEST_TIMEOUT,
-            header_read_timeout: Self::DEFAULT_HEADER_READ_TIMEOUT,
+            request_timeout: Duration::from_secs(30),
+            header_read_timeout: Duration::from_secs(10),
         }
     }
 }

@@ -26,7 +26,7 @@ pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> (Router, Optio
     let config = settings.config.as_ref();
     // Basic auth comes inside the timeout, which bounds the wait for a bcrypt check, and outside
     // the routes' scrape limit, so that guesses slowed down by bcrypt never take scrapes' places.
-    let auth = config.and_then(|config| BasicAuth::new(config.users())).map(Arc::new);
+    let auth = config.and_then(|config| BasicAuth::new(&config.users)).map(Arc::new);
     if let Some(auth) = &auth {
         router = router.layer(middleware::from_fn_with_state(auth.clone(), check_credentials));
     }
@@ -34,10 +34,10 @@ pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> (Router, Optio
         router =
             router.layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, settings.request_timeout));
     }
-    if let Some(limiter) = config.and_then(|config| config.rate_limit()).map(RateLimiter::new) {
+    if let Some(limiter) = config.and_then(|config| config.rate_limit).map(RateLimiter::new) {
         router = router.layer(middleware::from_fn_with_state(Arc::new(limiter), rate_limited));
     }
-    for (name, value) in config.map(|config| config.headers()).unwrap_or_default() {
+    for (name, value) in config.map(|config| config.headers.as_slice()).unwrap_or_default() {
         router = router.layer(SetResponseHeaderLayer::overriding(name.clone(), value.clone()));
     }
     (router, auth)

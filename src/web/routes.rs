@@ -103,14 +103,10 @@ struct Limit {
 async fn counted(State(limit): State<Limit>, request: Request, next: Next) -> Response {
     let deadline = limit.send_within.map(|within| Instant::now() + within);
     let in_flight = limit.stats.start();
-    let place = match limit.places.map(Semaphore::try_acquire_owned) {
-        Some(Err(_)) => {
-            in_flight.answered(StatusCode::SERVICE_UNAVAILABLE.as_u16());
-            let text = format!("Limit of concurrent requests reached ({}), try again later.\n", limit.max);
-            return (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
-        }
-        Some(Ok(place)) => Some(place),
-        None => None,
+    let Ok(place) = limit.places.map(Semaphore::try_acquire_owned).transpose() else {
+        in_flight.answered(StatusCode::SERVICE_UNAVAILABLE.as_u16());
+        let text = format!("Limit of concurrent requests reached ({}), try again later.\n", limit.max);
+        return (StatusCode::SERVICE_UNAVAILABLE, text).into_response();
     };
     let response = next.run(request).await;
     in_flight.answered(response.status().as_u16());

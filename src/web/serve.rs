@@ -51,7 +51,7 @@ impl WebStack {
             Some(config) => config.tls_server_config()?.map(TlsAcceptor::from),
             None => None,
         };
-        for warning in settings.config.iter().flat_map(|config| config.warnings()) {
+        for warning in settings.config.iter().flat_map(|config| &config.warnings) {
             warn!(problem = %warning, "the web config asks for something that is not honoured as written");
         }
         let (router, auth) = super::pipeline::wrap(routes, &settings);
@@ -82,9 +82,6 @@ pub async fn serve(
         handshake_timeout: non_zero(settings.header_read_timeout),
         write_timeout: non_zero(settings.request_timeout),
     });
-    for listener in &listeners {
-        log_start(listener, &settings);
-    }
     let (stop, stopped) = watch::channel(());
     let mut running = accept_until(listeners, connections.clone(), stopped, shutdown).await;
     drop(stop);
@@ -109,18 +106,6 @@ struct ConnectionSettings {
 
 fn non_zero(duration: Duration) -> Option<Duration> {
     (!duration.is_zero()).then_some(duration)
-}
-
-fn log_start(listener: &TcpListener, settings: &WebSettings) {
-    let address = listener.local_addr().map(|address| address.to_string()).unwrap_or_default();
-    let config = settings.config.as_ref();
-    info!(
-        address = %address,
-        tls = config.is_some_and(|config| config.tls_enabled()),
-        basic_auth = config.is_some_and(|config| config.basic_auth_enabled()),
-        max_requests = settings.max_requests,
-        "web server listening"
-    );
 }
 
 /// Accepts connections on every listener, each connection in its own task, until `shutdown`;

@@ -61,20 +61,12 @@ pub(crate) enum TlsVersion {
     Tls13,
 }
 
-impl TlsVersion {
-    fn rustls(self) -> &'static SupportedProtocolVersion {
-        match self {
-            TlsVersion::Tls12 => &rustls::version::TLS12,
-            TlsVersion::Tls13 => &rustls::version::TLS13,
-        }
-    }
-}
-
 /// Where a PEM document comes from: a file (as written, and resolved against the web config's
 /// folder) or text inline in the web config.
 #[derive(Clone)]
 pub(crate) struct PemSource {
-    field: &'static str,
+    /// The key of the web config it was read from, e.g. `tls_server_config.cert_file`.
+    field: String,
     origin: PemOrigin,
 }
 
@@ -85,22 +77,15 @@ enum PemOrigin {
 }
 
 impl PemSource {
-    /// The file if one is named, else the inline text, else `None`.
-    pub(crate) fn pick(
-        file_field: &'static str,
-        file: Option<String>,
-        inline_field: &'static str,
-        inline: Option<String>,
-        base_dir: &Path,
-    ) -> Option<PemSource> {
-        match (file, inline) {
-            (Some(written), _) => {
-                let path = base_dir.join(&written);
-                Some(PemSource { field: file_field, origin: PemOrigin::File { written, path } })
-            }
-            (None, Some(text)) => Some(PemSource { field: inline_field, origin: PemOrigin::Inline(text) }),
-            (None, None) => None,
-        }
+    /// `tls_server_config.<name>_file` if it is set (resolved against `base_dir`), else the
+    /// inline `tls_server_config.<name>`, else `None`.
+    pub(crate) fn pick(name: &str, file: Option<String>, inline: Option<String>, base_dir: &Path) -> Option<Self> {
+        let (suffix, origin) = match (file, inline) {
+            (Some(written), _) => ("_file", PemOrigin::File { path: base_dir.join(&written), written }),
+            (None, Some(text)) => ("", PemOrigin::Inline(text)),
+            (None, None) => return None,
+        };
+        Some(Self { field: format!("tls_server_config.{name}{suffix}"), origin })
     }
 
     fn read(&self) -> Result<Vec<u8>, String> {
@@ -190,8 +175,9 @@ impl TlsSettings {
     }
 
     fn protocol_versions(&self) -> Vec<&'static SupportedProtocolVersion> {
-        let allowed = |version: &TlsVersion| (self.min_version..=self.max_version).contains(version);
-        [TlsVersion::Tls12, TlsVersion::Tls13].into_iter().filter(allowed).map(TlsVersion::rustls).collect()
+        let versions = [(TlsVersion::Tls12, &rustls::version::TLS12), (TlsVersion::Tls13, &rustls::version::TLS13)];
+        let allowed = self.min_version..=self.max_version;
+        versions.into_iter().filter(|(version, _)| allowed.contains(version)).map(|(_, rustls)| rustls).collect()
     }
 
     fn private_key(&self) -> Result<PrivateKeyDer<'static>, String> {

@@ -18,8 +18,8 @@ fn an_empty_file_asks_for_nothing() {
         let config = parse(text).unwrap_or_else(|error| panic!("{text:?}: {error}"));
         assert!(!config.tls_enabled(), "{text:?}");
         assert!(!config.basic_auth_enabled(), "{text:?}");
-        assert!(config.headers().is_empty());
-        assert_eq!(config.rate_limit(), None);
+        assert!(config.headers.is_empty());
+        assert_eq!(config.rate_limit, None);
     }
 }
 
@@ -50,15 +50,15 @@ fn a_full_exporter_toolkit_file_is_accepted() {
     let debug = format!("{tls:?}");
     assert!(debug.contains("/etc/exporter/server.crt"), "relative paths join the config's folder: {debug}");
     assert!(debug.contains("/abs/ca.crt"), "absolute paths stay: {debug}");
-    assert_eq!(config.headers().len(), 2);
-    assert_eq!(config.rate_limit(), Some(RateLimit { interval: std::time::Duration::from_secs(1), burst: 5 }));
+    assert_eq!(config.headers.len(), 2);
+    assert_eq!(config.rate_limit, Some(RateLimit { interval: std::time::Duration::from_secs(1), burst: 5 }));
     assert!(config.basic_auth_enabled());
     assert!(tls.prefer_server_cipher_suites);
-    let warnings = config.warnings().join("\n");
+    let warnings = config.warnings.join("\n");
     assert!(
         warnings.contains("cipher_suites is not honoured") && warnings.contains("curve_preferences is not honoured")
     );
-    assert_eq!(config.warnings().len(), 2, "{warnings}");
+    assert_eq!(config.warnings.len(), 2, "{warnings}");
 }
 
 #[test]
@@ -71,7 +71,7 @@ http_server_config:
     ))
     .unwrap();
     assert_eq!(
-        config.warnings(),
+        config.warnings,
         [
             "tls_server_config.min_version TLS10 means TLS12 here: rustls speaks nothing older",
             "http_server_config.http2 is not honoured: this server speaks HTTP/1.1 only"
@@ -84,7 +84,7 @@ http_server_config:
 "
     ))
     .unwrap();
-    assert!(plain.warnings().is_empty(), "{:?}", plain.warnings());
+    assert!(plain.warnings.is_empty(), "{:?}", plain.warnings);
     assert!(!plain.tls.unwrap().prefer_server_cipher_suites);
 }
 
@@ -183,7 +183,7 @@ fn only_exporter_toolkit_headers_and_values_are_allowed() {
     let control = problem("http_server_config:\n  headers:\n    Content-Security-Policy: \"a\\nb\"\n");
     assert!(control.contains("not a valid header value"), "{control}");
     let blank = parse("http_server_config:\n  headers:\n    X-XSS-Protection: ''\n").unwrap();
-    assert!(blank.headers().is_empty(), "a blank free-form header is unset");
+    assert!(blank.headers.is_empty(), "a blank free-form header is unset");
 }
 
 #[test]
@@ -212,9 +212,9 @@ fn every_bcrypt_prefix_that_exporters_write_is_accepted() {
 
 #[test]
 fn rate_limit_follows_go_durations() {
-    assert_eq!(parse("rate_limit:\n  interval: 0s\n  burst: 0\n").unwrap().rate_limit(), None);
-    assert_eq!(parse("rate_limit:\n  burst: 3\n").unwrap().rate_limit(), None);
-    let nanos = parse("rate_limit:\n  interval: 1000000\n  burst: 1\n").unwrap().rate_limit().unwrap();
+    assert_eq!(parse("rate_limit:\n  interval: 0s\n  burst: 0\n").unwrap().rate_limit, None);
+    assert_eq!(parse("rate_limit:\n  burst: 3\n").unwrap().rate_limit, None);
+    let nanos = parse("rate_limit:\n  interval: 1000000\n  burst: 1\n").unwrap().rate_limit.unwrap();
     assert_eq!(nanos.interval, std::time::Duration::from_millis(1));
     assert!(problem("rate_limit:\n  interval: 1s\n").contains("rate_limit.burst"));
     assert!(problem("rate_limit:\n  interval: soon\n  burst: 1\n").contains("rate_limit.interval"));

@@ -10,7 +10,7 @@ fn build(dir: &TempDir, text: &str) -> Result<Arc<ServerConfig>, String> {
 }
 
 fn settings(dir: &TempDir, text: &str) -> TlsSettings {
-    WebConfig::parse(text, dir.path()).unwrap().tls_settings().expect("TLS is on").clone()
+    WebConfig::parse(text, dir.path()).unwrap().tls.expect("TLS is on")
 }
 
 /// The client certificate verifier the settings in `text` build.
