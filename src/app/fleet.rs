@@ -7,7 +7,7 @@
 
 use crate::api::ApiError;
 use crate::config::AccountConfig;
-use crate::poller::supervisor::Supervisor;
+use crate::poller::supervisor::supervise;
 use crate::poller::{start_delay, Checkpoint, PollSettings, PollerSetup};
 use crate::snapshot::AccountSlot;
 use std::collections::BTreeMap;
@@ -87,13 +87,9 @@ impl Fleet {
             let running = match setup {
                 None => kept.remove(&name),
                 Some(setup) => {
-                    let slot = setup.slot.clone();
-                    let supervisor = match checkpoints.remove(&name) {
-                        Some(checkpoint) => Supervisor::continuing(setup, checkpoint),
-                        None => Supervisor::new(setup),
-                    };
+                    let checkpoint = checkpoints.remove(&name).unwrap_or_else(|| Checkpoint::restore(&setup));
                     let delay = start_delay(index, count, wanted.settings.interval);
-                    Some(self.spawn(wanted, slot, supervisor, delay))
+                    Some(self.spawn(wanted, setup, checkpoint, delay))
                 }
             };
             self.running.extend(running);
@@ -107,16 +103,16 @@ impl Fleet {
     fn spawn(
         &self,
         wanted: Wanted,
-        slot: Arc<AccountSlot>,
-        supervisor: Supervisor,
+        setup: PollerSetup,
+        checkpoint: Arc<Mutex<Checkpoint>>,
         delay: std::time::Duration,
     ) -> Running {
         let (stop, stopped) = watch::channel(false);
-        let checkpoint = supervisor.checkpoint();
-        let account = wanted.account.name.clone();
+        let (account, slot) = (wanted.account.name.clone(), setup.slot.clone());
+        let supervisor = supervise(setup, checkpoint.clone(), delay, stopped);
         let task = self.pollers.spawn(async move {
             // A supervisor only ends when stopped; one that panicked left its account unpolled.
-            if let Err(death) = tokio::spawn(supervisor.run(delay, stopped)).await {
+            if let Err(death) = tokio::spawn(supervisor).await {
                 error!(account, error = %death, "the account's poller supervisor stopped unexpectedly; its account is no longer polled");
             }
         });

@@ -78,10 +78,11 @@ pub struct Checkpoint {
 }
 
 impl Checkpoint {
-    /// The account's saved cursor and counters, if the state file has them.
-    pub fn restore(setup: &PollerSetup) -> Self {
+    /// The account's saved cursor and counters, if the state file has them; the counters are
+    /// shown at once, so that a restart of the exporter does not look like a counter reset.
+    pub fn restore(setup: &PollerSetup) -> Arc<Mutex<Self>> {
         let account = setup.slot.name();
-        match setup.store.as_deref().map(|store| store.restore(account)) {
+        let checkpoint = match setup.store.as_deref().map(|store| store.restore(account)) {
             Some(Ok(Some(restored))) => {
                 let settled_through_ms = restored.cursor.settled_through;
                 info!(account, settled_through_ms, "resuming bill counting from the state file");
@@ -98,7 +99,14 @@ impl Checkpoint {
                 Self::default()
             }
             Some(Ok(None)) | None => Self::default(),
-        }
+        };
+        setup.slot.publish(AccountSnapshot {
+            counters: checkpoint.counters.clone(),
+            settled_through_ms: checkpoint.settled_through_ms(),
+            stats: Arc::new(AccountStats::new(setup.settings.interval)),
+            ..AccountSnapshot::default()
+        });
+        Arc::new(Mutex::new(checkpoint))
     }
 
     /// Bills created up to this time are final; before counting starts, nothing is.

@@ -7,8 +7,7 @@
 //! poll cut short by the panic is done again: nothing is lost or counted twice.
 
 use super::{AccountPoller, Checkpoint, PollerSetup};
-use crate::snapshot::stats::AccountStats;
-use crate::snapshot::AccountSnapshot;
+use crate::snapshot::{AccountSlot, AccountSnapshot};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
@@ -20,66 +19,40 @@ const MAX_PAUSE: Duration = Duration::from_secs(60);
 /// A poller that ran this long before dying starts the pauses afresh.
 const HEALTHY_RUN: Duration = Duration::from_secs(300);
 
-/// One account's pollers, one after the other.
-pub struct Supervisor {
+/// Runs the account's pollers one after the other, each continuing from `checkpoint` (where the
+/// one before recorded its last complete poll), from `start_delay` until `shutdown` turns true.
+pub async fn supervise(
     setup: PollerSetup,
     checkpoint: Arc<Mutex<Checkpoint>>,
+    start_delay: Duration,
+    shutdown: watch::Receiver<bool>,
+) {
+    let account = setup.slot.name().to_owned();
+    let (mut delay, mut deaths_in_a_row) = (start_delay, 0u32);
+    loop {
+        let poller = AccountPoller::new(setup.clone(), checkpoint.clone());
+        let started = Instant::now();
+        let ended = tokio::spawn(poller.run(delay, shutdown.clone())).await;
+        let Err(death) = ended else { return }; // shut down
+        if *shutdown.borrow() {
+            return;
+        }
+        deaths_in_a_row = if started.elapsed() >= HEALTHY_RUN { 1 } else { deaths_in_a_row.saturating_add(1) };
+        delay = pause_before_restart(deaths_in_a_row);
+        error!(account, error = %reason(death), restart_in_seconds = delay.as_secs_f64(),
+            "the account's poller stopped unexpectedly; it restarts from its last complete poll (capi_poller_restarts_total)");
+        show_down(&setup.slot);
+        info!(account, "restarting the account's poller");
+    }
 }
 
-impl Supervisor {
-    /// Restores the account's counting from the state file and shows the restored counters at
-    /// once, so that a restart of the exporter does not look like a counter reset.
-    pub fn new(setup: PollerSetup) -> Self {
-        let checkpoint = Checkpoint::restore(&setup);
-        setup.slot.publish(AccountSnapshot {
-            counters: checkpoint.counters.clone(),
-            settled_through_ms: checkpoint.settled_through_ms(),
-            stats: Arc::new(AccountStats::new(setup.settings.interval)),
-            ..AccountSnapshot::default()
-        });
-        Self { setup, checkpoint: Arc::new(Mutex::new(checkpoint)) }
-    }
-
-    /// Takes over from the supervisor before it (which has ended) with a new setup, as a reload
-    /// that changed the account's settings does: counting goes on from its last complete poll.
-    pub fn continuing(setup: PollerSetup, checkpoint: Arc<Mutex<Checkpoint>>) -> Self {
-        Self { setup, checkpoint }
-    }
-
-    /// Where the end of each complete poll is recorded, for a supervisor that takes over.
-    pub fn checkpoint(&self) -> Arc<Mutex<Checkpoint>> {
-        self.checkpoint.clone()
-    }
-
-    /// Runs pollers for the account from `start_delay` until `shutdown` turns true.
-    pub async fn run(self, start_delay: Duration, shutdown: watch::Receiver<bool>) {
-        let account = self.setup.slot.name().to_owned();
-        let (mut delay, mut deaths_in_a_row) = (start_delay, 0u32);
-        loop {
-            let poller = AccountPoller::new(self.setup.clone(), self.checkpoint.clone());
-            let started = Instant::now();
-            let ended = tokio::spawn(poller.run(delay, shutdown.clone())).await;
-            let Err(death) = ended else { return }; // shut down
-            if *shutdown.borrow() {
-                return;
-            }
-            deaths_in_a_row = if started.elapsed() >= HEALTHY_RUN { 1 } else { deaths_in_a_row.saturating_add(1) };
-            delay = pause_before_restart(deaths_in_a_row);
-            error!(account, error = %reason(death), restart_in_seconds = delay.as_secs_f64(),
-                "the account's poller stopped unexpectedly; it restarts from its last complete poll (capi_poller_restarts_total)");
-            self.show_down();
-            info!(account, "restarting the account's poller");
-        }
-    }
-
-    /// Republishes the last snapshot with the account down and the restart counted, until a
-    /// new poller's poll succeeds.
-    fn show_down(&self) {
-        let last = self.setup.slot.latest().unwrap_or_default();
-        let mut stats = (*last.stats).clone();
-        stats.poller_restarts = stats.poller_restarts.saturating_add(1);
-        self.setup.slot.publish(AccountSnapshot { up: false, stats: Arc::new(stats), ..(*last).clone() });
-    }
+/// Republishes the last snapshot with the account down and the restart counted, until a new
+/// poller's poll succeeds.
+fn show_down(slot: &AccountSlot) {
+    let last = slot.latest().unwrap_or_default();
+    let mut stats = (*last.stats).clone();
+    stats.poller_restarts = stats.poller_restarts.saturating_add(1);
+    slot.publish(AccountSnapshot { up: false, stats: Arc::new(stats), ..(*last).clone() });
 }
 
 /// The pause before the next poller after this many deaths in a row: 1 s, doubling up to a
