@@ -123,10 +123,12 @@ const CODES: [(&str, &str, bool); 16] = [
     ("40018", "request from an IP address the key does not allow", true),
 ];
 
+/// Whether the code says the key, its signature or its permissions are not accepted.
 pub fn is_auth_code(code: &str) -> bool {
     CODES.iter().any(|(known, _, auth)| *known == code && *auth)
 }
 
+/// What the code means, or "undocumented code".
 pub fn code_meaning(code: &str) -> &'static str {
     CODES.iter().find(|(known, ..)| *known == code).map_or("undocumented code", |(_, meaning, _)| *meaning)
 }
