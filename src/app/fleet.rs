@@ -109,10 +109,10 @@ impl Fleet {
     ) -> Running {
         let (stop, stopped) = watch::channel(false);
         let (account, slot) = (wanted.account.name.clone(), setup.slot.clone());
-        let supervisor = supervise(setup, checkpoint.clone(), delay, stopped);
+        let supervisor = self.pollers.spawn(supervise(setup, checkpoint.clone(), delay, stopped));
         let task = self.pollers.spawn(async move {
             // A supervisor only ends when stopped; one that panicked left its account unpolled.
-            if let Err(death) = tokio::spawn(supervisor).await {
+            if let Err(death) = supervisor.await {
                 error!(account, error = %death, "the account's poller supervisor stopped unexpectedly; its account is no longer polled");
             }
         });

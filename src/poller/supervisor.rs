@@ -30,7 +30,7 @@ pub async fn supervise(
     let account = setup.slot.name().to_owned();
     let (mut delay, mut deaths_in_a_row) = (start_delay, 0u32);
     loop {
-        let poller = AccountPoller::new(setup.clone(), checkpoint.clone());
+        let poller = Box::new(AccountPoller::new(setup.clone(), checkpoint.clone()));
         let started = Instant::now();
         let ended = tokio::spawn(poller.run(delay, shutdown.clone())).await;
         let Err(death) = ended else { return }; // shut down
