@@ -9,4 +9,4 @@ pub mod reload;
 mod slot;
 pub mod stats;
 
-pub use slot::{AccountSlot, AccountSnapshot, LedgerDifferences, RECENT_LINES};
+pub use slot::{AccountSlot, AccountSnapshot, LedgerDifferences, RECENT_LOG_BYTES};

@@ -4,13 +4,14 @@ use super::counters::BillCounters;
 use super::stats::AccountStats;
 use crate::api::model::{Account, AccountInfo};
 use rust_decimal::Decimal;
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
-/// How many lines of the recent polls' log an account keeps (a poll writes a few: one per
-/// request and one at its end), and the longest line kept.
-pub const RECENT_LINES: usize = 200;
+/// How much of the recent polls' log an account keeps, and the longest line kept. A poll writes
+/// a line per request, one per bill query and one at its end: about 450 bytes, so 4 KiB hold the
+/// last nine polls or so, and 1,000 accounts keep 4 MiB.
+pub const RECENT_LOG_BYTES: usize = 4096;
 pub const MAX_LINE_BYTES: usize = 500;
 
 /// The difference between each of the exchange's running totals and the bills counted, by coin
@@ -61,9 +62,10 @@ pub struct AccountSlot {
     /// Snapshots published so far: a rendering that read this count before it began shows at
     /// least every snapshot counted in it.
     publications: AtomicU64,
-    /// The log of the recent polls, oldest first, for the status page: what the poller logs at
-    /// debug level, kept whatever the log level (it holds no credentials).
-    recent: Mutex<VecDeque<String>>,
+    /// The log of the recent polls, for the status page: what the poller logs at debug level,
+    /// kept whatever the log level (it holds no credentials). Lines ending in `\n`, oldest
+    /// first, at most [`RECENT_LOG_BYTES`] in all, in a buffer allocated once.
+    recent: Mutex<String>,
 }
 
 impl AccountSlot {
@@ -73,7 +75,7 @@ impl AccountSlot {
             latest: RwLock::new(None),
             ever_up: AtomicBool::new(false),
             publications: AtomicU64::new(0),
-            recent: Mutex::new(VecDeque::with_capacity(RECENT_LINES)),
+            recent: Mutex::new(String::with_capacity(RECENT_LOG_BYTES)),
         })
     }
 
@@ -103,20 +105,25 @@ impl AccountSlot {
         self.ever_up.load(Ordering::Acquire)
     }
 
-    /// Adds a line to the recent polls' log, cut to [`MAX_LINE_BYTES`]; past [`RECENT_LINES`]
-    /// the oldest goes.
+    /// Adds a line to the recent polls' log, cut to [`MAX_LINE_BYTES`]; the oldest lines go to
+    /// make room for it.
     pub fn log_recent(&self, line: String) {
         let line = super::stats::cut(line, MAX_LINE_BYTES);
         let mut recent = self.recent.lock().unwrap_or_else(|e| e.into_inner());
-        if recent.len() == RECENT_LINES {
-            recent.pop_front();
+        let excess = (recent.len() + line.len() + 1).saturating_sub(RECENT_LOG_BYTES);
+        if excess > 0 {
+            // Through the end of the line that holds the last byte in excess.
+            let end = recent.match_indices('\n').map(|(at, _)| at + 1).find(|end| *end >= excess);
+            let end = end.unwrap_or(recent.len());
+            recent.drain(..end);
         }
-        recent.push_back(line);
+        recent.push_str(&line);
+        recent.push('\n');
     }
 
-    /// The recent polls' log, oldest line first.
-    pub fn recent_log(&self) -> Vec<String> {
-        self.recent.lock().unwrap_or_else(|e| e.into_inner()).iter().cloned().collect()
+    /// The recent polls' log: lines ending in `\n`, oldest first.
+    pub fn recent_log(&self) -> String {
+        self.recent.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 
@@ -125,14 +132,23 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_recent_log_keeps_the_last_lines_each_cut_to_size() {
+    fn the_recent_log_keeps_the_last_whole_lines_that_fit_each_cut_to_size() {
         let slot = AccountSlot::new("a");
-        for i in 0..RECENT_LINES + 5 {
+        for i in 0..1000 {
             slot.log_recent(format!("line {i}"));
         }
         let log = slot.recent_log();
-        assert_eq!((log.len(), log[0].as_str()), (RECENT_LINES, "line 5"));
+        let lines: Vec<&str> = log.lines().collect();
+        assert_eq!(lines.last(), Some(&"line 999"));
+        let first: usize = lines[0].trim_start_matches("line ").parse().unwrap();
+        assert_eq!(lines, (first..1000).map(|i| format!("line {i}")).collect::<Vec<_>>());
+        // Full: one line more would not fit.
+        assert!(log.len() <= RECENT_LOG_BYTES && log.len() + "line 1000\n".len() > RECENT_LOG_BYTES, "{}", log.len());
+
         slot.log_recent("é".repeat(MAX_LINE_BYTES));
-        assert_eq!(slot.recent_log().last().unwrap(), &format!("{}…", "é".repeat(MAX_LINE_BYTES / 2)));
+        let log = slot.recent_log();
+        assert!(log.ends_with(&format!("\n{}…\n", "é".repeat(MAX_LINE_BYTES / 2))));
+        assert!(log.len() <= RECENT_LOG_BYTES && log.starts_with("line "), "whole lines went: {log:.20}");
+        assert_eq!(slot.recent.lock().unwrap().capacity(), RECENT_LOG_BYTES, "never grown");
     }
 }

@@ -4,7 +4,7 @@
 
 use super::routes::AppState;
 use crate::snapshot::stats::{unix_now, AccountStats};
-use crate::snapshot::{AccountSlot, AccountSnapshot, RECENT_LINES};
+use crate::snapshot::{AccountSlot, AccountSnapshot, RECENT_LOG_BYTES};
 use crate::version::{REVISION, VERSION};
 use axum::extract::{Query, State};
 use axum::http::{header, StatusCode};
@@ -90,12 +90,8 @@ pub(super) async fn poll_log(State(state): State<AppState>, Query(query): Query<
     let Some(slot) = slot else {
         return (StatusCode::NOT_FOUND, "no such account\n").into_response();
     };
-    let mut text =
-        format!("Recent polls of account {} (the last {RECENT_LINES} lines at most, oldest first)\n\n", slot.name());
-    for line in slot.recent_log() {
-        text.push_str(&line);
-        text.push('\n');
-    }
+    let heading = format!("Recent polls of account {} (its last {RECENT_LOG_BYTES} bytes, oldest first)", slot.name());
+    let text = format!("{heading}\n\n{}", slot.recent_log());
     ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response()
 }
 
