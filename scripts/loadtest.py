@@ -71,8 +71,8 @@ the exit code is 0 whenever everything ran, 1 when something broke (a process di
 died, a scrape or a wrk run failed, a body had no series), 2 when a prerequisite is missing.
 Every child is stopped (SIGTERM by PID, then SIGKILL) at exit, also on Ctrl-C and SIGTERM.
 Logs and the saved bodies are in a temporary folder, kept with --keep or when something broke.
-The default run takes about 6 minutes on 2 cores (5.9 with debug binaries); --quick (for CI)
-about 1 minute, plus --soak-minutes.
+The default run takes about 8 minutes on 2 cores; --quick (for CI) about 1 minute, plus
+--soak-minutes.
 
     cargo build --release --bins && python3 scripts/loadtest.py --json target/loadtest.json
     python3 scripts/loadtest.py --quick
