@@ -780,7 +780,7 @@ def phase_c(args, tools, children, work, results):
         exporter = Exporter(tools, children, sim, f"poll{n}", args.interval)
         exporter.wait_ready(ready_deadline(args.interval, n))
         polling = measure_polling(exporter, args.windows)
-        results["polling"][str(n)] = polling
+        results.setdefault("polling", {})[str(n)] = polling
         log(f"C: {n} accounts: {polling['cpu_ms_per_cycle']:.2f} ms CPU per poll cycle, "
             f"weight {polling['weight_per_account_per_poll']:.2f}")
         exporter.child.stop()
@@ -801,9 +801,10 @@ def phase_c(args, tools, children, work, results):
         time.sleep(rest)
     if not idle.child.alive():
         raise Broken(f"the idle exporter died\n{idle.child.tail()}")
-    results["memory"]["rss_idle_1"] = rss(idle.pid)
-    results["memory"]["idle_polled_s"] = time.monotonic() - idle.ready_at
-    log(f"C: idle 1-account exporter RSS {results['memory']['rss_idle_1'] / MIB:.1f} MiB")
+    memory = results.setdefault("memory", {})
+    memory["rss_idle_1"] = rss(idle.pid)
+    memory["idle_polled_s"] = time.monotonic() - idle.ready_at
+    log(f"C: idle 1-account exporter RSS {memory['rss_idle_1'] / MIB:.1f} MiB")
     idle.child.stop()
     idle_sim.child.stop()
 
