@@ -3,6 +3,7 @@
 
 use super::auth::BasicAuth;
 use super::{WebError, WebSettings};
+use crate::exposition::CHUNK_BYTES;
 use axum::Router;
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
@@ -25,10 +26,6 @@ use tracing::{debug, info, warn};
 const DRAIN_WITHOUT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time on top of the request timeout for the last responses to be written out.
 const DRAIN_MARGIN: Duration = Duration::from_secs(1);
-/// hyper's buffers: it asks a body for its next chunk only once less than this is left to write,
-/// so that a scrape holds about one chunk of its page (hyper's default queues 400 KB); and it
-/// refuses (431) a request whose headers reach 64 to 128 KiB, depending on how they arrive.
-const HTTP_BUFFER_BYTES: usize = 64 * 1024;
 /// Pause after an accept error that is not about one connection (e.g. out of file descriptors).
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(500);
 
@@ -75,7 +72,10 @@ pub async fn serve(
     let settings = stacks.borrow().settings.clone();
     let mut http = http1::Builder::new();
     http.timer(TokioTimer::new()).keep_alive(true).header_read_timeout(non_zero(settings.header_read_timeout));
-    http.max_buf_size(HTTP_BUFFER_BYTES);
+    // A page's next chunk is asked for once the one before is nearly sent, so that a scrape holds
+    // about one chunk (hyper's default queues 400 KB). The same bound refuses (431) a request
+    // whose headers reach 64 to 128 KiB, depending on how they arrive.
+    http.max_buf_size(CHUNK_BYTES);
     let connections = Arc::new(ConnectionSettings {
         stacks,
         http,

@@ -1,5 +1,4 @@
 use super::*;
-use crate::exposition::CHUNK_BYTES;
 use crate::snapshot::handler::HandlerStats;
 use axum::routing::get;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -154,7 +153,7 @@ async fn a_client_that_reads_too_slowly_is_cut_off_at_the_request_timeout() {
     let mut slow = TcpStream::connect(address).await.unwrap();
     slow.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
     // 64 KiB every 2 ms or slower: the server's writes keep going (no write waits the timeout),
-    // but the page's 1,024 chunks take over 2 s.
+    // but the page's 64 MiB takes over 2 s.
     let mut received = 0;
     let reading = async {
         let mut buffer = vec![0u8; 64 << 10];
