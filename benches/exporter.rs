@@ -62,7 +62,7 @@ fn decode(c: &mut Criterion) {
     let account = account_answer();
     group.throughput(Throughput::Bytes(account.len() as u64));
     group.bench_function("account_answer", |b| {
-        b.iter(|| decode_account_info(&JsonObject::parse(black_box(&account)).unwrap(), &mut Vec::new()))
+        b.iter(|| decode_account_info(&JsonObject::parse(black_box(&account)).unwrap(), &mut Vec::new()).unwrap())
     });
     let page = bill_page_answer(686_960_019_383_517_338);
     group.throughput(Throughput::Bytes(page.len() as u64));
@@ -146,7 +146,7 @@ fn slots_for(accounts: u32) -> Vec<Arc<AccountSlot>> {
         .map(|account| {
             let coins = COINS.map(|coin| {
                 let body = serde_json::to_vec(&exchange.account_json(&account.credentials.api_key, coin)).unwrap();
-                (coin, Arc::new(decode_account_info(&JsonObject::parse(&body).unwrap(), &mut Vec::new())))
+                (coin, Arc::new(decode_account_info(&JsonObject::parse(&body).unwrap(), &mut Vec::new()).unwrap()))
             });
             let slot = AccountSlot::new(account.name);
             slot.publish(AccountSnapshot {

@@ -19,8 +19,6 @@ use std::time::{Duration, UNIX_EPOCH};
 
 pub const BILLS_PATH: &str = "/capi/v2/account/bills";
 pub const ACCOUNT_PATH: &str = "/capi/v2/account/account";
-/// The most bills one query may return (spec 4.1).
-pub const MAX_PAGE: u32 = 100;
 /// The largest answer read. A page of 100 bills is about 25 KiB and an account answer with
 /// hundreds of positions a few hundred KiB; anything larger is a broken proxy or endpoint, and
 /// reading it whole would hold any amount of memory.
@@ -96,7 +94,7 @@ struct AnswerFormat<T> {
 const ACCOUNT_ANSWER: AnswerFormat<AccountInfo> = AnswerFormat {
     endpoint: Endpoint::Account,
     expected: &["account", "collateral", "position"],
-    decode: |body, problems| Ok(decode_account_info(body, problems)),
+    decode: decode_account_info,
 };
 
 const BILL_ANSWER: AnswerFormat<BillPage> =

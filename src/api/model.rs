@@ -45,6 +45,9 @@ pub struct Bill {
     pub ctime_ms: i64,
 }
 
+/// The most bills one query may return (spec 4.1), and the page size the cursor asks for.
+pub const MAX_PAGE: u32 = 100;
+
 /// One page of the bill query.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct BillPage {
@@ -58,6 +61,11 @@ pub fn decode_bill_page(body: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>
     let mut reader = FieldReader::new(body, "bill_page", problems);
     let has_next_page = reader.value::<bool>("hasNextPage");
     let items = reader.array("items").ok_or("bill answer has no items array")?;
+    // A page longer than asked for answers no query the cursor made; its bills would be held
+    // until their millisecond settles, in a number the network would choose.
+    if items.len() > MAX_PAGE as usize {
+        return Err("bill answer has more items than the 100 asked for");
+    }
     if has_next_page.is_none() {
         reader.problem("hasNextPage", "missing; assumed true so the window is split");
     }
@@ -262,15 +270,25 @@ pub struct AccountInfo {
     pub version: Option<Decimal>,
 }
 
-/// Decodes the account query's answer; no field can fail it as a whole.
-pub fn decode_account_info(body: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>) -> AccountInfo {
+/// The most records of one kind (collateral records, positions, settings per contract) an
+/// account answer may hold. An account holds a few per contract it trades, and each record
+/// decoded is kept until the next poll: 16 MiB of `{}` would be 3 GB of positions.
+pub const MAX_RECORDS: usize = 10_000;
+const TOO_MANY_RECORDS: &str = "account answer has more than 10000 records of one kind";
+
+/// Decodes the account query's answer. No field can fail it as a whole; more than
+/// [`MAX_RECORDS`] records of one kind do.
+pub fn decode_account_info(
+    body: &JsonObject<'_>,
+    problems: &mut Vec<DecodeProblem>,
+) -> Result<AccountInfo, &'static str> {
     let mut reader = FieldReader::new(body, "account_info", problems);
     let account = reader.object("account");
     let collateral = reader.array("collateral");
     let positions = reader.array("position");
     let version = reader.value("version");
     let problems = reader.problems();
-    let collateral = decode_list(collateral, "collateral", problems, Collateral::decode);
+    let collateral = decode_list(collateral, "collateral", problems, Collateral::decode)?;
     // The ledger check finds a coin's records by their coin id; it must say which it cannot find.
     for _ in collateral.iter().filter(|c| c.coin_id.is_some() && c.coin_number().is_none()) {
         DecodeProblem::note(
@@ -280,15 +298,15 @@ pub fn decode_account_info(body: &JsonObject<'_>, problems: &mut Vec<DecodeProbl
             "not a coin id (digits); the ledger check leaves the record out",
         );
     }
-    AccountInfo {
-        account: account.map(|a| decode_account(&a, problems)),
+    Ok(AccountInfo {
+        account: account.map(|a| decode_account(&a, problems)).transpose()?,
         collateral,
-        positions: decode_list(positions, "position", problems, Position::decode),
+        positions: decode_list(positions, "position", problems, Position::decode)?,
         version,
-    }
+    })
 }
 
-fn decode_account(object: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>) -> Account {
+fn decode_account(object: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>) -> Result<Account, &'static str> {
     let fields = AccountFields::decode(object, problems);
     let mut reader = FieldReader::new(object, "account", problems);
     let default_fee = reader.object("default_fee_setting");
@@ -296,13 +314,13 @@ fn decode_account(object: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>) ->
     let modes = reader.object("contract_id_to_mode_setting");
     let leverages = reader.object("contract_id_to_leverage_setting");
     let problems = reader.problems();
-    Account {
+    Ok(Account {
         fields,
         default_fee_setting: default_fee.map(|o| FeeSetting::decode(&o, problems)),
-        fee_settings: decode_map(fees, "fee_setting", problems, FeeSetting::decode),
-        mode_settings: decode_map(modes, "mode_setting", problems, ModeSetting::decode),
-        leverage_settings: decode_map(leverages, "leverage_setting", problems, LeverageSetting::decode),
-    }
+        fee_settings: decode_map(fees, "fee_setting", problems, FeeSetting::decode)?,
+        mode_settings: decode_map(modes, "mode_setting", problems, ModeSetting::decode)?,
+        leverage_settings: decode_map(leverages, "leverage_setting", problems, LeverageSetting::decode)?,
+    })
 }
 
 type Decode<T> = fn(&JsonObject<'_>, &mut Vec<DecodeProblem>) -> T;
@@ -312,8 +330,11 @@ fn decode_list<T>(
     record: &'static str,
     problems: &mut Vec<DecodeProblem>,
     decode: Decode<T>,
-) -> Vec<T> {
+) -> Result<Vec<T>, &'static str> {
     let values = values.unwrap_or_default();
+    if values.len() > MAX_RECORDS {
+        return Err(TOO_MANY_RECORDS);
+    }
     // Exactly as many as there are: the records stay in memory until the next poll.
     let mut records = Vec::with_capacity(values.len());
     for value in values {
@@ -322,7 +343,7 @@ fn decode_list<T>(
             None => DecodeProblem::note(problems, record, "[]", "not an object"),
         }
     }
-    records
+    Ok(records)
 }
 
 /// A map keyed by futures id; the key wins over a `contract_id` repeated inside the value.
@@ -331,7 +352,10 @@ fn decode_map<T>(
     record: &'static str,
     problems: &mut Vec<DecodeProblem>,
     decode: Decode<T>,
-) -> ByContract<T> {
+) -> Result<ByContract<T>, &'static str> {
+    if values.as_ref().is_some_and(|values| values.iter().count() > MAX_RECORDS) {
+        return Err(TOO_MANY_RECORDS);
+    }
     let mut records = BTreeMap::new();
     for (key, value) in values.iter().flat_map(JsonObject::iter) {
         match value.object() {
@@ -341,7 +365,7 @@ fn decode_map<T>(
             None => DecodeProblem::note(problems, record, key, "not an object"),
         }
     }
-    ByContract(records.into_iter().collect())
+    Ok(ByContract(records.into_iter().collect()))
 }
 
 /// Settings per futures contract id, in the order of the ids. A `BTreeMap` node has room for 11
@@ -375,7 +399,7 @@ mod tests {
 
     fn account_info(text: &str) -> (AccountInfo, Vec<DecodeProblem>) {
         let mut problems = Vec::new();
-        let info = decode_account_info(&JsonObject::parse(text.as_bytes()).unwrap(), &mut problems);
+        let info = decode_account_info(&JsonObject::parse(text.as_bytes()).unwrap(), &mut problems).unwrap();
         (info, problems)
     }
 
@@ -452,6 +476,41 @@ mod tests {
     const MISSING: &str = "missing or null; the bill is counted without it";
 
     #[test]
+    fn a_page_longer_than_asked_for_is_refused() {
+        let bills = |n: u32| (1..=n).map(|id| format!(r#"{{"billId":{id},"cTime":5}}"#)).collect::<Vec<_>>().join(",");
+        let decode = |n| {
+            let text = format!(r#"{{"hasNextPage":true,"items":[{}]}}"#, bills(n));
+            decode_bill_page(&JsonObject::parse(text.as_bytes()).unwrap(), &mut Vec::new()).map(|page| page.items.len())
+        };
+        assert_eq!(decode(MAX_PAGE), Ok(100));
+        assert_eq!(decode(MAX_PAGE + 1), Err("bill answer has more items than the 100 asked for"));
+    }
+
+    #[test]
+    fn an_account_answer_with_more_records_of_a_kind_than_any_account_holds_is_refused() {
+        let decode = |text: String| decode_account_info(&JsonObject::parse(text.as_bytes()).unwrap(), &mut Vec::new());
+        let list = |n: usize| vec!["{}"; n].join(",");
+        let map = |n: usize| (0..n).map(|id| format!(r#""{id}":{{}}"#)).collect::<Vec<_>>().join(",");
+        let refused = Err("account answer has more than 10000 records of one kind");
+        for field in ["collateral", "position"] {
+            let info = decode(format!(r#"{{"{field}":[{}]}}"#, list(MAX_RECORDS))).unwrap();
+            assert_eq!(info.collateral.len() + info.positions.len(), MAX_RECORDS);
+            assert_eq!(decode(format!(r#"{{"{field}":[{}]}}"#, list(MAX_RECORDS + 1))), refused, "{field}");
+        }
+        for field in ["contract_id_to_fee_setting", "contract_id_to_mode_setting", "contract_id_to_leverage_setting"] {
+            let info = decode(format!(r#"{{"account":{{"{field}":{{{}}}}}}}"#, map(MAX_RECORDS))).unwrap();
+            let account = info.account.unwrap();
+            let kept = account.fee_settings.0.len() + account.mode_settings.0.len() + account.leverage_settings.0.len();
+            assert_eq!(kept, MAX_RECORDS, "{field}");
+            assert_eq!(
+                decode(format!(r#"{{"account":{{"{field}":{{{}}}}}}}"#, map(MAX_RECORDS + 1))),
+                refused,
+                "{field}"
+            );
+        }
+    }
+
+    #[test]
     fn a_bill_without_its_coin_type_or_amount_is_counted_and_said_to_lack_them() {
         let (page, problems) =
             page(r#"{"hasNextPage":false,"items":[{"billId":1,"ctime":5,"coin":null,"businessType":"deposit"}]}"#);
@@ -462,11 +521,11 @@ mod tests {
 
     #[test]
     fn an_answer_of_many_broken_records_keeps_a_bounded_list_of_problems() {
-        let items = vec!["1"; 10_000].join(",");
-        let (page, problems) = page(&format!(r#"{{"hasNextPage":false,"items":[{items}]}}"#));
-        assert!(page.items.is_empty());
+        let records = vec!["1"; MAX_RECORDS].join(",");
+        let (info, problems) = account_info(&format!(r#"{{"collateral":[{records}]}}"#));
+        assert!(info.collateral.is_empty());
         assert_eq!(problems.len(), MAX_PROBLEMS);
-        assert!(problems[..MAX_PROBLEMS - 1].iter().all(|p| p.field == "items[]"));
+        assert!(problems[..MAX_PROBLEMS - 1].iter().all(|p| (p.record, p.field.as_str()) == ("collateral", "[]")));
         assert_eq!(problems[MAX_PROBLEMS - 1].field, "other");
         let (_, problems) =
             account_info(&format!(r#"{{"account":{{"contract_id_to_fee_setting":{{"{}":1}}}}}}"#, "k".repeat(200)));

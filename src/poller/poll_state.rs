@@ -5,9 +5,8 @@
 use super::cursor::{BillCursor, CursorState, Shortfall};
 use super::ledger::{Changed, Ledger};
 use super::{Checkpoint, PollSettings};
-use crate::api::client::MAX_PAGE;
 use crate::api::fields::DecodeProblem;
-use crate::api::model::{AccountInfo, BillPage};
+use crate::api::model::{AccountInfo, BillPage, MAX_PAGE};
 use crate::api::BillQuery;
 use crate::snapshot::counters::BillCounters;
 use crate::snapshot::stats::AccountStats;

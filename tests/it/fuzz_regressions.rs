@@ -96,8 +96,8 @@ fn seeds_reach_past_the_parsers() {
     for path in seeds("account_info") {
         let bytes = std::fs::read(&path).unwrap();
         let object = JsonObject::parse(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        // Any object decodes; the seeds are there to reach the records.
-        let info = capi_exporter::api::model::decode_account_info(&object, &mut Vec::new());
+        // Any object of a sane size decodes; the seeds are there to reach the records.
+        let info = capi_exporter::api::model::decode_account_info(&object, &mut Vec::new()).unwrap();
         assert!(info.account.is_some() || path.ends_with("empty.json"), "{}", path.display());
     }
     let documented =
