@@ -179,13 +179,9 @@ impl Client {
         // The whole exchange, from connecting to the answer's last byte.
         let timeout = self.settings.timeout;
         let (head, bytes) = tokio::time::timeout(timeout, exchange).await.map_err(|_| ApiError::Timeout(timeout))??;
-        let status = head.status.as_u16();
-        let answer = read_answer(format, status, &head.headers, &bytes);
         // An error page or message may echo the request: say it without the credentials.
-        let result = match answer.is_err().then(|| self.credentials.redact(&bytes, &signature)).flatten() {
-            Some(redacted) => read_answer(format, status, &head.headers, &redacted),
-            None => answer,
-        };
+        let hidden = Hidden { credentials: &self.credentials, signature: &signature };
+        let result = read_answer(format, head.status.as_u16(), &head.headers, &bytes, Some(hidden));
         if let Some(server_ms) = result.as_ref().err().and_then(ApiError::clock_skew_server_time) {
             self.clock.correct(server_ms, sent_ms, local_now_ms());
         }
@@ -216,12 +212,12 @@ impl Client {
 /// Reads a complete answer of the account query as the client does (public for the fuzz
 /// targets, which drive exactly this path with arbitrary answers).
 pub fn read_account_answer(status: u16, headers: &HeaderMap, body: &[u8]) -> Result<Answer<AccountInfo>, ApiError> {
-    read_answer(&ACCOUNT_ANSWER, status, headers, body)
+    read_answer(&ACCOUNT_ANSWER, status, headers, body, None)
 }
 
 /// Reads a complete answer of the bill query as the client does (public for the fuzz targets).
 pub fn read_bill_answer(status: u16, headers: &HeaderMap, body: &[u8]) -> Result<Answer<BillPage>, ApiError> {
-    read_answer(&BILL_ANSWER, status, headers, body)
+    read_answer(&BILL_ANSWER, status, headers, body, None)
 }
 
 fn read_answer<T>(
@@ -229,8 +225,26 @@ fn read_answer<T>(
     status: u16,
     headers: &HeaderMap,
     body: &[u8],
+    hidden: Option<Hidden<'_>>,
 ) -> Result<Answer<T>, ApiError> {
-    decode_with(interpret(status, retry_after(headers), date_ms(headers), body)?, format)
+    decode_with(interpret(status, retry_after(headers), date_ms(headers), body, hidden)?, format)
+}
+
+/// What the texts an error quotes from an answer must not show: the account's credentials and
+/// the request's signature. They are taken out of the decoded text (a JSON message with any of
+/// its escapes undone, the start of a page), before it is cut to length.
+#[derive(Clone, Copy)]
+struct Hidden<'a> {
+    credentials: &'a Credentials,
+    signature: &'a str,
+}
+
+/// `text` without what `hidden` names.
+fn shown(text: &str, hidden: Option<Hidden<'_>>) -> String {
+    match hidden {
+        Some(Hidden { credentials, signature }) => credentials.redact(text, signature),
+        None => text.to_owned(),
+    }
 }
 
 /// A whole answer body of at most [`MAX_ANSWER_BYTES`].
@@ -254,25 +268,27 @@ fn endpoint_uri(base_url: &str, endpoint: Endpoint, query: &str) -> Result<Uri, 
 }
 
 /// Turns a complete HTTP answer into its JSON object or the error it carries.
-fn interpret(
+fn interpret<'a>(
     status: u16,
     retry_after: Option<Duration>,
     date_ms: Option<i64>,
-    body: &[u8],
-) -> Result<JsonObject<'_>, ApiError> {
+    body: &'a [u8],
+    hidden: Option<Hidden<'_>>,
+) -> Result<JsonObject<'a>, ApiError> {
     if status == 429 {
         return Err(ApiError::RateLimited { retry_after });
     }
     let json = JsonObject::parse(body);
-    if let Some(error) = json.as_ref().ok().and_then(|json| exchange_error(json, date_ms)) {
+    if let Some(error) = json.as_ref().ok().and_then(|json| exchange_error(json, date_ms, hidden)) {
         return Err(error);
     }
     match (status, json) {
         (200..=299, Ok(json)) => Ok(json),
         (200..=299, Err(error)) => {
-            Err(ApiError::Decode(format!("not a JSON object, {error} of {} bytes: {}", body.len(), snippet(body))))
+            let start = snippet(body, hidden);
+            Err(ApiError::Decode(format!("not a JSON object, {error} of {} bytes: {start}", body.len())))
         }
-        (status, _) => Err(ApiError::Http { status, snippet: snippet(body) }),
+        (status, _) => Err(ApiError::Http { status, snippet: snippet(body, hidden) }),
     }
 }
 
@@ -280,7 +296,7 @@ fn interpret(
 /// string or a number. Success bodies never carry a `code`, so its presence alone marks an error
 /// unless it is one of the usual "OK" codes some gateways add. The exchange's time comes from
 /// `requestTime` (milliseconds) or else the `Date` header (seconds).
-fn exchange_error(object: &JsonObject<'_>, date_ms: Option<i64>) -> Option<ApiError> {
+fn exchange_error(object: &JsonObject<'_>, date_ms: Option<i64>, hidden: Option<Hidden<'_>>) -> Option<ApiError> {
     let code = match object.get("code")?.scalar() {
         Scalar::Text(s) => s.into_owned(),
         Scalar::Number(n) => n.to_owned(),
@@ -289,9 +305,10 @@ fn exchange_error(object: &JsonObject<'_>, date_ms: Option<i64>) -> Option<ApiEr
     if matches!(code.as_str(), "0" | "00000" | "200") {
         return None;
     }
-    let code = if is_plain_code(&code) { code } else { OTHER_CODE.to_owned() };
+    let echoed = hidden.is_some_and(|Hidden { credentials, signature }| credentials.is_secret(&code, signature));
+    let code = if is_plain_code(&code) && !echoed { code } else { OTHER_CODE.to_owned() };
     let message = match object.get("msg").map(|m| m.scalar()) {
-        Some(Scalar::Text(message)) => one_line(&message, 200),
+        Some(Scalar::Text(message)) => one_line(&shown(start_of(&message), hidden), 200),
         _ => String::new(),
     };
     let request_time = object.get("requestTime").and_then(|t| super::fields::integer(t).ok());
@@ -335,16 +352,26 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 }
 
 /// The start of a body, on one line, for error messages (HTML error pages can be long).
-fn snippet(body: &[u8]) -> String {
-    one_line(&String::from_utf8_lossy(body), 120)
+fn snippet(body: &[u8], hidden: Option<Hidden<'_>>) -> String {
+    let start = &body[..body.len().min(QUOTED_BYTES)];
+    one_line(&shown(&String::from_utf8_lossy(start), hidden), 120)
 }
 
+/// How much of an answer's text an error looks at to quote its start: a body can be 16 MiB.
+const QUOTED_BYTES: usize = 64 * 1024;
+
+fn start_of(text: &str) -> &str {
+    &text[..text.floor_char_boundary(QUOTED_BYTES)]
+}
+
+/// `text` on one line, its runs of white space as one space, cut after `max_chars` characters.
 fn one_line(text: &str, max_chars: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}...", &flat[..cut]),
-        None => flat,
+    let mut chars = text.split_whitespace().flat_map(|word| std::iter::once(' ').chain(word.chars())).skip(1);
+    let mut line: String = chars.by_ref().take(max_chars).collect();
+    if chars.next().is_some() {
+        line.push_str("...");
     }
+    line
 }
 
 /// The HTTP client's message plus its causes ("connection refused" lives in a source error).
@@ -376,22 +403,22 @@ mod tests {
 
     #[test]
     fn error_bodies_become_typed_errors() {
-        let exchange = interpret(400, None, None, br#"{"code":40009,"msg":"bad sign","requestTime":1}"#);
+        let exchange = interpret(400, None, None, br#"{"code":40009,"msg":"bad sign","requestTime":1}"#, None);
         assert!(
             matches!(exchange, Err(ApiError::Exchange { ref code, server_time_ms: Some(1), .. }) if code == "40009")
         );
-        let dated = interpret(400, None, Some(5_000), br#"{"code":"40008","msg":"expired"}"#);
+        let dated = interpret(400, None, Some(5_000), br#"{"code":"40008","msg":"expired"}"#, None);
         assert!(matches!(dated, Err(ApiError::Exchange { server_time_ms: Some(5_000), .. })));
-        let html = interpret(502, None, None, b"<html>\n<body>Bad Gateway</body></html>");
+        let html = interpret(502, None, None, b"<html>\n<body>Bad Gateway</body></html>", None);
         assert!(
             matches!(html, Err(ApiError::Http { status: 502, ref snippet }) if snippet == "<html> <body>Bad Gateway</body></html>")
         );
-        let limited = interpret(429, Some(Duration::from_secs(3)), None, b"");
+        let limited = interpret(429, Some(Duration::from_secs(3)), None, b"", None);
         assert!(matches!(limited, Err(ApiError::RateLimited { retry_after: Some(d) }) if d.as_secs() == 3));
-        let truncated = interpret(200, None, None, br#"{"hasNextPage":false,"ite"#);
+        let truncated = interpret(200, None, None, br#"{"hasNextPage":false,"ite"#, None);
         assert!(matches!(truncated, Err(ApiError::Decode(_))));
-        assert!(interpret(200, None, None, br#"{"code":"00000","items":[]}"#).is_ok());
-        assert!(matches!(interpret(200, None, None, b"[]"), Err(ApiError::Decode(_))));
+        assert!(interpret(200, None, None, br#"{"code":"00000","items":[]}"#, None).is_ok());
+        assert!(matches!(interpret(200, None, None, b"[]", None), Err(ApiError::Decode(_))));
     }
 
     proptest::proptest! {
@@ -423,8 +450,46 @@ mod tests {
     }
 
     #[test]
+    fn an_echo_of_the_credentials_is_hidden_however_the_answer_escapes_it() {
+        use super::super::credentials::Secret;
+        let credentials = Credentials {
+            api_key: Secret::new("bg_3f9a"),
+            secret: Secret::new("s3cret"),
+            passphrase: Secret::new("4000pässe"),
+        };
+        let hidden = Some(Hidden { credentials: &credentials, signature: "Rg+jv/w=" });
+        let error = |status, body: &str| interpret(status, None, None, body.as_bytes(), hidden).unwrap_err();
+        // Escapes serde_json would not write: `+` as .NET writes it, non-ASCII as Python does.
+        let echo = r#"{"code":"40008","msg":"bad sign Rg\u002Bjv\/w= for p=4000p\u00e4sse, key bg_3f9a"}"#;
+        let echoed = error(400, echo);
+        assert!(echoed.is_clock_skew(), "a passphrase of digits leaves the code alone: {echoed:?}");
+        assert_eq!(
+            echoed.to_string(),
+            format!("{}: bad sign [REDACTED] for p=[REDACTED], key [REDACTED]", {
+                "exchange refused the request: code 40008 (timestamp expired: check this machine's clock)"
+            })
+        );
+        let as_code = error(400, r#"{"code":"bg_3f9a","msg":"no"}"#);
+        assert_eq!(as_code.exchange_code(), Some(OTHER_CODE), "a credential is no label value");
+        // A page quoting the key where its start is cut to length shows none of it.
+        let page = format!("<pre>{}ACCESS-KEY: bg_3f9a</pre>", "x".repeat(98));
+        let ApiError::Http { snippet, .. } = error(502, &page) else { panic!() };
+        assert!(snippet.ends_with("ACCESS-KEY: [REDA..."), "{snippet}");
+    }
+
+    #[test]
+    fn a_long_body_is_quoted_by_its_start_on_one_line() {
+        let body = format!("<h1>Bad\n\n  Gateway</h1>{}", " word".repeat(4_000_000));
+        let ApiError::Http { snippet, .. } = interpret(502, None, None, body.as_bytes(), None).unwrap_err() else {
+            panic!()
+        };
+        assert_eq!(snippet, format!("<h1>Bad Gateway</h1> {}...", ["word"; 20].join(" ")));
+        assert_eq!(snippet.chars().count(), 123);
+    }
+
+    #[test]
     fn only_short_codes_of_digits_and_letters_are_kept() {
-        let code = |body: String| match interpret(400, None, None, body.as_bytes()) {
+        let code = |body: String| match interpret(400, None, None, body.as_bytes(), None) {
             Err(ApiError::Exchange { code, .. }) => code,
             other => panic!("{other:?}"),
         };

@@ -37,9 +37,9 @@ pub const REDACTED: &str = "[REDACTED]";
 impl Credentials {
     /// `text` with every occurrence of these credentials and of `signature` (also as a JSON
     /// string may write them: `/` as `\/`, quotes and controls escaped, `<`, `>` and `&` as Go
-    /// escapes them) replaced by [`REDACTED`], or `None` when it holds none. For texts from
-    /// outside that may echo the request: a proxy's error page, an exchange's message.
-    pub fn redact(&self, text: &[u8], signature: &str) -> Option<Vec<u8>> {
+    /// escapes them) replaced by [`REDACTED`]. For texts from outside that may echo the request:
+    /// a proxy's error page, an exchange's message (decoded, so that any escape of it is undone).
+    pub fn redact(&self, text: &str, signature: &str) -> String {
         let secrets = [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature];
         let escaped = secrets.iter().flat_map(|secret| {
             let json = serde_json::to_string(secret).unwrap_or_default();
@@ -53,24 +53,13 @@ impl Credentials {
         // Longest first, so that a secret holding another is replaced whole; each form once.
         all.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
         all.dedup();
-        let mut redacted = text.to_vec();
-        for secret in all {
-            redacted = replace_all(&redacted, secret.as_bytes(), REDACTED.as_bytes());
-        }
-        (redacted != text).then_some(redacted)
+        all.into_iter().fold(text.to_owned(), |text, secret| text.replace(secret, REDACTED))
     }
-}
 
-fn replace_all(text: &[u8], from: &[u8], to: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.windows(from.len()).position(|window| window == from) {
-        out.extend_from_slice(&rest[..at]);
-        out.extend_from_slice(to);
-        rest = &rest[at + from.len()..];
+    /// Whether `text` is one of these credentials or `signature`, whole.
+    pub fn is_secret(&self, text: &str, signature: &str) -> bool {
+        [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature].contains(&text)
     }
-    out.extend_from_slice(rest);
-    out
 }
 
 #[cfg(test)]
@@ -85,13 +74,13 @@ mod tests {
             passphrase: Secret::new("pass-789"),
         };
         let echo =
-            br#"<pre>ACCESS-KEY: key-123\nACCESS-PASSPHRASE: pass-789</pre>{"sign":"ab\/cd+ef=","again":"key-123"}"#;
-        let redacted = String::from_utf8(credentials.redact(echo, "ab/cd+ef=").unwrap()).unwrap();
+            r#"<pre>ACCESS-KEY: key-123\nACCESS-PASSPHRASE: pass-789</pre>{"sign":"ab\/cd+ef=","again":"key-123"}"#;
+        let redacted = credentials.redact(echo, "ab/cd+ef=");
         assert_eq!(
             redacted,
             r#"<pre>ACCESS-KEY: [REDACTED]\nACCESS-PASSPHRASE: [REDACTED]</pre>{"sign":"[REDACTED]","again":"[REDACTED]"}"#
         );
-        assert_eq!(credentials.redact(b"nothing secret here", "zz"), None);
+        assert_eq!(credentials.redact("nothing secret here", "zz"), "nothing secret here");
     }
 
     #[test]
@@ -102,7 +91,7 @@ mod tests {
             passphrase: Secret::new(r#"p<a"ss\"#),
         };
         for echo in [r#"{"msg":"p\u003ca\"ss\\"}"#, r#"{"msg":"p<a\"ss\\"}"#] {
-            let redacted = String::from_utf8(credentials.redact(echo.as_bytes(), "zz").unwrap()).unwrap();
+            let redacted = credentials.redact(echo, "zz");
             assert_eq!(redacted, r#"{"msg":"[REDACTED]"}"#, "{echo}");
         }
     }
