@@ -125,7 +125,10 @@ fn resolve(CredentialEntry(source): &CredentialEntry, what: &str, env: Env) -> R
     match (&source.env, &source.file) {
         (Some(var), None) => match env(var).filter(|v| !v.is_empty()) {
             Some(value) => Ok(Secret::new(value)),
-            None => Err(ConfigError::Invalid(format!("{what}: environment variable {var} is not set"))),
+            None => Err(ConfigError::Invalid(format!(
+                "{what}: environment variable {} is not set",
+                super::named_variable(var)
+            ))),
         },
         (None, Some(path)) => read_secret_file(path, what),
         _ => Err(ConfigError::Invalid(format!("{what}: give exactly one of env: VARIABLE or file: PATH"))),

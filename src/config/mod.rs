@@ -28,7 +28,7 @@ pub enum ConfigError {
     MissingCredential(&'static str),
     #[error("both {0} and {0}_FILE are set; set only one")]
     AmbiguousCredential(&'static str),
-    #[error("cannot read {what} from {path}: {reason}")]
+    #[error("cannot read {what} from {}: {reason}", named_file(path))]
     UnreadableFile { what: String, path: PathBuf, reason: String },
     #[error("config file {path}: {reason}")]
     File { path: PathBuf, reason: String },
@@ -360,6 +360,30 @@ pub(crate) fn header_safe(credential: Secret, origin: &str) -> Result<Secret, Co
 }
 
 /// A secret file's content without its trailing newline (as `echo` and editors write it).
+/// A credential file's path as an error names it. A path with neither `/` nor `.` may be the
+/// credential itself, written where its file's name belongs: such a path is not repeated.
+fn named_file(path: &std::path::Path) -> String {
+    let text = path.to_string_lossy();
+    if text.contains(['/', '.']) {
+        text.into_owned()
+    } else {
+        "the file it names (not repeated: with no / or . it may be the credential itself)".into()
+    }
+}
+
+/// An environment variable's name as an error names it; anything else given as a name (the
+/// credential itself, say) is not repeated.
+pub(crate) fn named_variable(name: &str) -> String {
+    let is_name = name.len() <= 128
+        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if is_name {
+        name.to_owned()
+    } else {
+        "(its name not repeated: it is not a variable's name, and may be the credential itself)".into()
+    }
+}
+
 pub(crate) fn read_secret_file(path: &std::path::Path, what: &str) -> Result<Secret, ConfigError> {
     let unreadable =
         |reason: String| ConfigError::UnreadableFile { what: what.into(), path: path.to_path_buf(), reason };

@@ -137,6 +137,30 @@ fn yaml_mistakes_name_the_file_and_the_account() {
 }
 
 #[test]
+fn a_credential_written_where_its_variable_or_file_belongs_is_not_repeated() {
+    const SECRET: &str = "3f9a+Kq0Zx";
+    let yaml = format!("accounts:\n  - name: a\n    credentials:\n      api_key: {{env: \"{SECRET}\"}}\n      secret: {{env: S}}\n      passphrase: {{env: P}}\n");
+    let path = temp_file("value-as-name.yml", &yaml);
+    let env = env_of(&[("S", "s"), ("P", "p")]);
+    let error = Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env).unwrap_err().to_string();
+    assert!(
+        !error.contains("3f9a") && error.contains("api_key: environment variable (its name not repeated"),
+        "{error}"
+    );
+    let error = Config::from_cli(&cli(&[]), &env_of(&[("CAPI_API_SECRET_FILE", SECRET), KEYS[0], KEYS[2]]))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        !error.contains("3f9a") && error.starts_with("cannot read CAPI_API_SECRET_FILE from the file it names"),
+        "{error}"
+    );
+    let error = Config::from_cli(&cli(&[]), &env_of(&[("CAPI_API_SECRET_FILE", "/run/none/secret"), KEYS[0], KEYS[2]]))
+        .unwrap_err()
+        .to_string();
+    assert!(error.starts_with("cannot read CAPI_API_SECRET_FILE from /run/none/secret: "), "a path is named: {error}");
+}
+
+#[test]
 fn the_telemetry_path_is_a_plain_path_the_server_does_not_use_otherwise() {
     let with = |path: &str| Config::from_cli(&cli(&["--web.telemetry-path", path]), &env_of(&KEYS));
     for good in ["/metrics", "/prometheus/metrics", "/capi.v2-metrics_~x"] {
