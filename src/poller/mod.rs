@@ -193,11 +193,15 @@ impl AccountPoller {
     async fn poll_once(&mut self) -> (Pace, bool) {
         let mut pace = Pace::Normal;
         let mut healthy = true;
+        let mut answered = false;
         for coin in self.account.coin_ids.clone() {
             let client = &self.account.client;
             let asked_at_ms = client.clock().now_ms();
             match self.request(Endpoint::Account, || client.account(coin)).await {
-                Ok(info) => self.state.take_account(coin, info, local_now_ms(), asked_at_ms),
+                Ok(info) => {
+                    answered = true;
+                    self.state.take_account(coin, info, local_now_ms(), asked_at_ms);
+                }
                 Err(e) => {
                     self.note_failure(Endpoint::Account, &e);
                     healthy = false;
@@ -208,7 +212,13 @@ impl AccountPoller {
                 break; // the exchange asked us to stop, or refuses the key: no more requests now
             }
         }
-        if pace == Pace::Normal {
+        // The bill window is dated by the clock requests are signed with, which an answer
+        // vouches for (the exchange refuses a timestamp over 30 s off). Without one, after a
+        // restart a clock behind would bring a saved cursor back and count bills twice, and a
+        // clock ahead would settle bills never asked for: the bills wait for the next poll.
+        if pace == Pace::Normal && !answered {
+            self.recall(format_args!("bill scan put off: no account answer vouched for the clock"));
+        } else if pace == Pace::Normal {
             if let Err(e) = self.scan_bills().await {
                 self.note_failure(Endpoint::Bills, &e);
                 healthy = false;

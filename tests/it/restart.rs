@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use capi_sim::{NewBill, SimOptions};
+use capi_sim::{Fault, NewBill, SimOptions};
 use common::{now_ms, Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -281,8 +281,19 @@ async fn an_account_that_comes_back_after_being_polled_elsewhere_counts_afresh()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restart_with_the_exchange_clock_ahead_counts_no_bill_twice() {
-    // Bills are dated by the exchange's clock, five minutes ahead of this machine's: the saved
-    // cursor is then in this machine's future, and must not be brought back by its clock.
+    restart_with_the_exchange_clock_ahead(0).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_restart_with_the_exchange_clock_ahead_and_its_first_answers_failing_counts_no_bill_twice() {
+    // No account answer corrects the clock in the first poll: the bills must wait for one.
+    restart_with_the_exchange_clock_ahead(6).await;
+}
+
+/// Bills are dated by the exchange's clock, five minutes ahead of this machine's: the saved
+/// cursor is then in this machine's future, and must not be brought back by its clock, even when
+/// the first `failing` requests after the restart fail (a proxy's 502).
+async fn restart_with_the_exchange_clock_ahead(failing: usize) {
     let exchange = Exchange::start(SimOptions { clock_offset_ms: 300_000, ..SimOptions::default() }).await;
     let path = state_path("clock-ahead");
     let flags = ["--state.file", path.to_str().unwrap(), "--bills.overlap", "1s", "--poll.interval", "200ms"];
@@ -301,6 +312,7 @@ async fn a_restart_with_the_exchange_clock_ahead_counts_no_bill_twice() {
     }
     drop(exporter);
 
+    exchange.sim.inject_fault(Fault::HtmlStatus(502), failing);
     let exporter = Exporter::start(&exchange, &flags);
     let withdrawal = NewBill { coin: "USDT".into(), business_type: "withdraw".into(), ..NewBill::default() };
     exchange.sim.add_bill(exchange.key(), withdrawal);
@@ -311,6 +323,7 @@ async fn a_restart_with_the_exchange_clock_ahead_counts_no_bill_twice() {
         .await;
     assert_eq!(scrape.value("capi_bills_total", &[("business_type", "deposit")]), Some(1.0), "counted twice");
     assert!(!exporter.log().contains("a time in the future"), "{}", exporter.log());
+    assert_eq!(exchange.sim.faults_pending(), 0, "every fault was met");
 }
 
 #[tokio::test(flavor = "multi_thread")]
