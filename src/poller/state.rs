@@ -44,7 +44,7 @@ pub enum StateError {
     Corrupt { path: PathBuf, detail: String },
     #[error("cannot keep the unreadable state file {path} as {aside}: {error}; it is left as it is (make its folder writable, or move it away)")]
     CannotKeep { path: PathBuf, aside: PathBuf, error: std::io::Error },
-    #[error("cannot write state file {path}: {error}")]
+    #[error("cannot write state file {path}: {error}; bills counted since the last save are not shown until a save succeeds (let the exporter's user write the file and its folder, and check the disk has room)")]
     Write { path: PathBuf, error: std::io::Error },
 }
 

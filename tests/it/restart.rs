@@ -347,6 +347,12 @@ async fn bills_not_saved_are_not_shown_until_a_save_succeeds() {
     assert_eq!(failing.value("capi_bills_total", &[("business_type", "deposit")]), None, "shown unsaved");
     let shown_through = failing.value("capi_bill_cursor_timestamp_seconds", &[]).unwrap();
     assert!(shown_through * 1000.0 < created_ms as f64, "shown final unsaved: {shown_through}");
+    let log = exporter.log();
+    let said = log.lines().find(|l| l.contains("cannot write state file")).unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        said.contains("not shown until a save succeeds") && said.contains("write the file and its folder"),
+        "{said}"
+    );
     std::fs::remove_dir(&path).unwrap();
     exporter
         .wait_for("the deposit shown once saved", |s| {
