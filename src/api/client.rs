@@ -413,6 +413,11 @@ mod tests {
         assert!(
             matches!(html, Err(ApiError::Http { status: 502, ref snippet }) if snippet == "<html> <body>Bad Gateway</body></html>")
         );
+        let missing = interpret(404, None, None, b"Not Found", None).unwrap_err();
+        assert_eq!(
+            missing.to_string(),
+            "HTTP 404 from the exchange: Not Found (no such path there: check --api.base-url)"
+        );
         let limited = interpret(429, Some(Duration::from_secs(3)), None, b"", None);
         assert!(matches!(limited, Err(ApiError::RateLimited { retry_after: Some(d) }) if d.as_secs() == 3));
         let truncated = interpret(200, None, None, br#"{"hasNextPage":false,"ite"#, None);

@@ -53,7 +53,7 @@ pub enum ApiError {
     },
     #[error("rate limited by the exchange (HTTP 429){}", .retry_after.map(|d| format!(", retry after {}s", d.as_secs())).unwrap_or_default())]
     RateLimited { retry_after: Option<Duration> },
-    #[error("HTTP {status} from the exchange: {snippet}")]
+    #[error("HTTP {status} from the exchange: {snippet}{}", status_hint(*.status))]
     Http { status: u16, snippet: String },
     #[error("no answer within {0:?}")]
     Timeout(Duration),
@@ -95,6 +95,14 @@ impl ApiError {
             ApiError::Exchange { code, .. } => Some(code),
             _ => None,
         }
+    }
+}
+
+/// What to check after an HTTP status that usually means the exporter asks the wrong place.
+fn status_hint(status: u16) -> &'static str {
+    match status {
+        404 => " (no such path there: check --api.base-url)",
+        _ => "",
     }
 }
 
