@@ -7,14 +7,10 @@
 //! must not date every request (or the bill cursor) years away.
 
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The largest offset learned, either way: one day.
 pub const MAX_OFFSET_MS: i64 = 86_400_000;
-
-/// How far from the exchange's clock a request's timestamp may be and still be accepted: an
-/// offset within it is never learned.
-pub const TOLERANCE: Duration = Duration::from_secs(30);
 
 #[derive(Debug, Default)]
 pub struct Clock {

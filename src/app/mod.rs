@@ -78,7 +78,6 @@ pub async fn run(
         uid_weight_budget = config.uid_weight_budget,
         "starting capi_exporter"
     );
-    warn_on_short_overlap(config.bills_overlap);
     let listeners = bind(&config.listen_addresses).await?;
     // Pollers are set up (and restored counters published) before anyone can scrape.
     let mut fleet = Fleet::new().map_err(RunError::Pollers)?;
@@ -157,16 +156,6 @@ impl Wiring {
             slot,
             store: self.store.clone(),
         })
-    }
-}
-
-/// A clock ahead of the exchange's by less than the exchange's tolerance is never corrected, and
-/// shortens the overlap by as much: an overlap under the tolerance can then miss bills however
-/// soon they appear.
-fn warn_on_short_overlap(overlap: Duration) {
-    if overlap < crate::api::clock::TOLERANCE {
-        warn!(overlap_seconds = overlap.as_secs_f64(),
-            "--bills.overlap is under the 30 s by which the exchange accepts a clock off without a word: with this machine's clock ahead by that much, bills can be missed, and for the types the ledger check does not follow nothing shows it; keep the overlap at 30s or more, and the clock in sync");
     }
 }
 

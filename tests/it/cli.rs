@@ -260,16 +260,6 @@ async fn at_debug_level_each_request_of_a_poll_is_logged() {
 }
 
 #[test]
-fn an_overlap_under_the_exchanges_clock_tolerance_is_warned_about_at_start() {
-    let short = Exporter::spawn(Exporter::command(&["--demo", "--demo.accounts", "1", "--bills.overlap", "29s"]));
-    let log = short.log();
-    let warning = log.lines().find(|l| l.contains("--bills.overlap is under the 30 s"));
-    assert!(warning.is_some_and(|l| l.contains("level=warn") && l.contains("overlap_seconds=29")), "{log}");
-    let calm = Exporter::spawn(Exporter::command(&["--demo", "--demo.accounts", "1", "--bills.overlap", "30s"]));
-    assert!(!calm.log().contains("--bills.overlap is under"), "{}", calm.log());
-}
-
-#[test]
 fn a_max_age_not_longer_than_the_poll_interval_is_warned_about_at_start() {
     let flags = ["--demo", "--demo.accounts", "1", "--data.max-age", "2s", "--poll.interval", "2s"];
     let exporter = Exporter::spawn(Exporter::command(&flags));
