@@ -225,8 +225,8 @@ fn http_status(byte: u8) -> u16 {
 }
 
 /// An account answer: decoded leniently, published for an account, rendered. Invariants: every
-/// JSON object decodes unless it holds more than [`MAX_RECORDS`] records of one kind; the exposition is well-formed OpenMetrics (see [`check_exposition`]) and
-/// shows the account up.
+/// JSON object decodes unless it holds more than [`MAX_RECORDS`] records of one kind; the
+/// exposition is well-formed OpenMetrics (see [`check_exposition`]) and shows the account up.
 pub fn account_info(data: &[u8]) {
     let Ok(value) = serde_json::from_slice::<Value>(data) else { return };
     let object = JsonObject::parse(data);

@@ -359,7 +359,6 @@ pub(crate) fn header_safe(credential: Secret, origin: &str) -> Result<Secret, Co
     }
 }
 
-/// A secret file's content without its trailing newline (as `echo` and editors write it).
 /// A credential file's path as an error names it. A path with neither `/` nor `.` may be the
 /// credential itself, written where its file's name belongs: such a path is not repeated.
 fn named_file(path: &std::path::Path) -> String {
@@ -384,6 +383,7 @@ pub(crate) fn named_variable(name: &str) -> String {
     }
 }
 
+/// A secret file's content without its trailing newline (as `echo` and editors write it).
 pub(crate) fn read_secret_file(path: &std::path::Path, what: &str) -> Result<Secret, ConfigError> {
     let unreadable =
         |reason: String| ConfigError::UnreadableFile { what: what.into(), path: path.to_path_buf(), reason };
