@@ -20,7 +20,9 @@
 //!
 //! Several records of one coin (isolated positions have their own) are compared as one: a record
 //! that appears after the comparison began counts from zero when it was created since; one that
-//! disappears keeps what it had moved by the last answer that showed it.
+//! disappears keeps what it had moved by the last answer that showed it, and resumes from there if
+//! it comes back (a record left out of one answer would otherwise lose, or count twice, what it
+//! moved meanwhile). A record shown under a known key with another creation time is a new record.
 //!
 //! Free of I/O, like the cursor: it is driven by answers and saved with them in the state file.
 
@@ -83,6 +85,11 @@ const MAX_PENDING: usize = 256;
 /// the exchange's clock, which is off by up to its 30 s window (more until a rejected timestamp
 /// corrects it): a day, as far as a learned clock offset goes.
 const MAX_AHEAD_MS: i64 = 86_400_000;
+
+/// Records no longer shown that are kept, per coin, to resume if they come back; the oldest beyond
+/// are folded into what gone records moved. A closed isolated position's record never comes back,
+/// so the bound keeps its cost small (about 600 bytes a record) for accounts that open many.
+const MAX_HIDDEN: usize = 4;
 
 /// A value per running total, in the order of [`RUNNING_TOTALS`]: a fixed array, since a
 /// map keyed by field names took a quarter of the exporter's memory at 1,000 accounts. Saved as
@@ -178,9 +185,14 @@ struct CoinLedger {
     coin_id: u64,
     /// The settled answer the comparison began with.
     since_ms: i64,
-    /// Each record shown since: its totals when it entered the comparison, and at the latest.
+    /// Each record the latest answer showed: its totals when it entered the comparison, and at
+    /// the latest.
     records: Vec<ComparedRecord>,
-    /// What records no longer shown had moved by the last answer that showed them.
+    /// Records the latest answer did not show, the longest gone first (at most [`MAX_HIDDEN`]).
+    #[serde(default)]
+    hidden: Vec<ComparedRecord>,
+    /// What records gone beyond [`MAX_HIDDEN`], or replaced by a new record of their key, had moved
+    /// by the last answer that showed them.
     gone: Totals,
     /// Signed sums of the bills counted since the comparison began, up to the latest answer.
     bills: Totals,
@@ -190,6 +202,9 @@ struct CoinLedger {
 struct ComparedRecord {
     /// Margin mode, cross contract and isolated position.
     key: String,
+    /// The record's `created_time`, when an answer showed it.
+    #[serde(default)]
+    created_ms: Option<i64>,
     /// Created after the comparison began: every field counts from zero.
     from_zero: bool,
     start: Totals,
@@ -312,30 +327,22 @@ impl Ledger {
             let records = observation
                 .records
                 .into_iter()
-                .map(|r| ComparedRecord { key: r.key, from_zero: false, start: r.totals, latest: r.totals })
+                .map(|r| ComparedRecord {
+                    key: r.key,
+                    created_ms: r.created_ms,
+                    from_zero: false,
+                    start: r.totals,
+                    latest: r.totals,
+                })
                 .collect();
             let (coin_id, since_ms) = (observation.coin_id, observation.at_ms);
             self.coins.push(CoinLedger { coin_id, since_ms, records, ..CoinLedger::default() });
             return;
         };
         ledger.bills.add_all(&bills);
-        let (shown, gone): (Vec<_>, Vec<_>) = std::mem::take(&mut ledger.records)
-            .into_iter()
-            .partition(|record| observation.records.iter().any(|r| r.key == record.key));
-        ledger.records = shown;
-        for record in gone {
-            ledger.gone.add_all(&record.moved());
-        }
+        ledger.hide_records_not_in(&observation.records);
         for observed in observation.records {
-            let index = match ledger.records.iter().position(|r| r.key == observed.key) {
-                Some(index) => index,
-                None => {
-                    // Created since the comparison began: everything it holds came since.
-                    let from_zero = observed.created_ms.is_some_and(|created| created > ledger.since_ms);
-                    ledger.records.push(ComparedRecord { key: observed.key, from_zero, ..ComparedRecord::default() });
-                    ledger.records.len() - 1
-                }
-            };
+            let index = ledger.record_index(observed.key, observed.created_ms);
             let record = &mut ledger.records[index];
             for (i, value) in observed.totals.values() {
                 // A field first readable now starts now, unless the record counts from zero.
@@ -396,10 +403,50 @@ impl CoinLedger {
     /// for a total no record shows.
     fn moved(&self) -> Totals {
         let mut moved = self.gone;
-        for record in &self.records {
+        for record in self.records.iter().chain(&self.hidden) {
             moved.add_all(&record.moved());
         }
         moved
+    }
+
+    /// Hides the records an answer does not show; beyond [`MAX_HIDDEN`], the longest hidden are
+    /// folded into `gone`.
+    fn hide_records_not_in(&mut self, observed: &[ObservedRecord]) {
+        let (shown, missing): (Vec<_>, Vec<_>) = std::mem::take(&mut self.records)
+            .into_iter()
+            .partition(|record| observed.iter().any(|r| r.key == record.key));
+        self.records = shown;
+        self.hidden.extend(missing);
+        let excess = self.hidden.len().saturating_sub(MAX_HIDDEN);
+        for record in self.hidden.drain(..excess) {
+            self.gone.add_all(&record.moved());
+        }
+    }
+
+    /// The index in `records` of the record an answer shows under `key`: the one compared before
+    /// (shown or hidden) unless its creation time says it is another, else a new one.
+    fn record_index(&mut self, key: String, created_ms: Option<i64>) -> usize {
+        if let Some(i) = self.hidden.iter().position(|r| r.key == key) {
+            let resumed = self.hidden.remove(i);
+            self.records.push(resumed);
+        }
+        if let Some(i) = self.records.iter().position(|r| r.key == key) {
+            let record = &mut self.records[i];
+            match (record.created_ms, created_ms) {
+                (Some(before), Some(now)) if before != now => {
+                    let replaced = self.records.remove(i);
+                    self.gone.add_all(&replaced.moved());
+                }
+                _ => {
+                    record.created_ms = record.created_ms.or(created_ms);
+                    return i;
+                }
+            }
+        }
+        // Created since the comparison began: everything it holds came since.
+        let from_zero = created_ms.is_some_and(|created| created > self.since_ms);
+        self.records.push(ComparedRecord { key, created_ms, from_zero, ..ComparedRecord::default() });
+        self.records.len() - 1
     }
 }
 
