@@ -60,6 +60,9 @@ pub struct SimOptions {
     /// How far the exchange's clock is ahead of this machine's (negative: behind), for clock
     /// skew: it checks timestamps and dates bills by its own clock. Default 0.
     pub clock_offset_ms: i64,
+    /// Whether answers carry an HTTP `Date` by the exchange's clock. Default true. Without, the
+    /// `Date` is blank (the HTTP server would add one by this machine's clock), as good as none.
+    pub date_header: bool,
 }
 
 impl Default for SimOptions {
@@ -73,6 +76,7 @@ impl Default for SimOptions {
             time_field: TimeField::CtimeInt,
             ids_as_strings: false,
             clock_offset_ms: 0,
+            date_header: true,
         }
     }
 }

@@ -2,10 +2,12 @@
 //! weight, authentication, UID weight, parameters, answer), counted in [`RequestStats`].
 
 use std::collections::BTreeMap;
+use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::Bytes;
 use axum::extract::{RawQuery, State};
-use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::http::header::DATE;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::Response;
 use axum::routing::{on, MethodFilter};
 use axum::{Extension, Router};
@@ -137,10 +139,21 @@ async fn handle(
     }
     let request =
         Incoming { method: &method, path: uri.path(), query: query.as_deref(), headers: &headers, body: &body };
-    sim.answer(endpoint, &request, fault.as_ref()).into_response()
+    let mut response = sim.answer(endpoint, &request, fault.as_ref()).into_response();
+    response.headers_mut().insert(DATE, sim.date());
+    response
 }
 
 impl SimExchange {
+    /// The `Date` of an answer: now by the exchange's clock, or blank.
+    fn date(&self) -> HeaderValue {
+        if !self.shared.options.date_header {
+            return HeaderValue::from_static("");
+        }
+        let now = UNIX_EPOCH + Duration::from_millis(u64::try_from(self.now_ms()).unwrap_or_default());
+        HeaderValue::from_str(&httpdate::fmt_http_date(now)).unwrap_or_else(|_| HeaderValue::from_static(""))
+    }
+
     fn answer(&self, endpoint: Endpoint, request: &Incoming, fault: Option<&Fault>) -> Reply {
         let now_ms = self.now_ms();
         let options = &self.shared.options;

@@ -161,7 +161,8 @@ impl Client {
 
     /// Signs and sends one request, returning the decoded records of a successful answer. An
     /// answer that rejects the timestamp (40008) and tells the exchange's time corrects the
-    /// clock, so that the caller's next attempt is signed right.
+    /// clock, so that the caller's next attempt is signed right; a successful one's `Date` can
+    /// correct a clock off by less than the exchange rejects.
     async fn send<T>(&self, format: &AnswerFormat<T>, query: &str, body: Vec<u8>) -> Result<Answer<T>, ApiError> {
         let sent_ms = local_now_ms();
         let (_, method, path) = format.endpoint.route();
@@ -182,8 +183,17 @@ impl Client {
         // An error page or message may echo the request: say it without the credentials.
         let hidden = Hidden { credentials: &self.credentials, signature: &signature };
         let result = read_answer(format, head.status.as_u16(), &head.headers, &bytes, Some(hidden));
-        if let Some(server_ms) = result.as_ref().err().and_then(ApiError::clock_skew_server_time) {
-            self.clock.correct(server_ms, sent_ms, local_now_ms());
+        match &result {
+            Ok(_) => {
+                if let Some(date) = date_ms(&head.headers) {
+                    self.clock.correct_from_date(date, sent_ms, local_now_ms());
+                }
+            }
+            Err(e) => {
+                if let Some(server_ms) = e.clock_skew_server_time() {
+                    self.clock.correct(server_ms, sent_ms, local_now_ms());
+                }
+            }
         }
         result
     }

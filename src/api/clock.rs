@@ -2,6 +2,12 @@
 //! exchange rejects when it is more than 30 s from its own clock (code 40008), so when that
 //! happens the offset is estimated from the answer and later requests use the corrected time.
 //!
+//! A clock off by less than 30 s is never rejected, yet it dates the bill window: one ahead would
+//! shorten `--bills.overlap` by as much. So every successful answer's HTTP `Date` is read too. It
+//! has whole seconds only, so it replaces the offset in use only when it is clearly another
+//! ([`DATE_PRECISION_MS`]); taken as is (not as the middle of its second), it errs towards an
+//! exchange clock earlier than it is, which lengthens the overlap rather than shortening it.
+//!
 //! The time comes from the network, so the offset is bounded: at most a day either way. A
 //! machine clock a day off is broken beyond what a correction should hide, and an absurd answer
 //! must not date every request (or the bill cursor) years away.
@@ -11,6 +17,14 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The largest offset learned, either way: one day.
 pub const MAX_OFFSET_MS: i64 = 86_400_000;
+
+/// How far an offset read from a `Date` must be from the one in use to replace it: the `Date`'s
+/// second, and half of a round trip of up to [`DATE_MAX_ROUND_TRIP_MS`].
+pub const DATE_PRECISION_MS: i64 = 2_000;
+
+/// Answers that took longer are not read for their `Date`: where in the round trip the exchange
+/// read its clock is too uncertain.
+const DATE_MAX_ROUND_TRIP_MS: i64 = 1_000;
 
 #[derive(Debug, Default)]
 pub struct Clock {
@@ -35,6 +49,20 @@ impl Clock {
         let offset = estimate_offset(server_ms, sent_ms, received_ms);
         self.offset_ms.store(offset, Ordering::Relaxed);
         offset
+    }
+
+    /// Learns the offset from an answer's `Date`, if the answer was quick and the `Date` is
+    /// clearly off the offset in use. Returns the new offset when it changed.
+    pub fn correct_from_date(&self, date_ms: i64, sent_ms: i64, received_ms: i64) -> Option<i64> {
+        if received_ms.saturating_sub(sent_ms) > DATE_MAX_ROUND_TRIP_MS {
+            return None;
+        }
+        let offset = estimate_offset(date_ms, sent_ms, received_ms);
+        let off_by = i128::from(offset) - i128::from(self.offset_ms());
+        (off_by.abs() > i128::from(DATE_PRECISION_MS)).then(|| {
+            self.offset_ms.store(offset, Ordering::Relaxed);
+            offset
+        })
     }
 }
 
@@ -64,5 +92,23 @@ mod tests {
         let clock = Clock::default();
         assert_eq!(clock.correct(local_now_ms() - 60_000, local_now_ms(), local_now_ms()) / 1000, -60);
         assert!((clock.now_ms() - (local_now_ms() - 60_000)).abs() < 1_000);
+    }
+
+    #[test]
+    fn a_date_moves_the_offset_only_when_clearly_off_and_read_from_a_quick_answer() {
+        let clock = Clock::default();
+        // Within the precision of a whole-second date: the offset in use stays.
+        assert_eq!(clock.correct_from_date(10_000 - 1_999, 10_000, 10_000), None);
+        assert_eq!(clock.correct_from_date(10_000 + 1_500, 10_000, 10_200), None);
+        assert_eq!(clock.offset_ms(), 0);
+        // This machine 20 s ahead: learned, from the middle of the round trip.
+        assert_eq!(clock.correct_from_date(80_000, 100_000, 100_400), Some(-20_200));
+        assert_eq!(clock.correct_from_date(81_000, 100_000, 100_400), None, "the same second, read again");
+        // A slow answer teaches nothing, however far off its date.
+        assert_eq!(clock.correct_from_date(0, 100_000, 101_001), None);
+        assert_eq!(clock.offset_ms(), -20_200);
+        // Far off: a day at most, as from a rejected timestamp.
+        assert_eq!(clock.correct_from_date(i64::MAX, 100_000, 100_000), Some(MAX_OFFSET_MS));
+        assert_eq!(clock.correct_from_date(100_000, 100_000, 100_000), Some(0));
     }
 }

@@ -278,7 +278,11 @@ impl AccountPoller {
             if healthy {
                 stats.last_good_poll = Some(crate::snapshot::stats::unix_now());
             }
-            stats.clock_offset_ms = self.account.client.clock().offset_ms();
+            let offset_ms = self.account.client.clock().offset_ms();
+            if offset_ms != stats.clock_offset_ms {
+                self.say_clock_offset(offset_ms);
+            }
+            stats.clock_offset_ms = offset_ms;
             Arc::new(stats.clone())
         };
         let (counters, settled_through_ms) = {
@@ -286,6 +290,19 @@ impl AccountPoller {
             (saved.counters.clone(), saved.settled_through_ms())
         };
         self.slot.publish(AccountSnapshot { counters, settled_through_ms, ..self.state.snapshot(healthy, stats) });
+    }
+
+    /// Says that the exchange's clock, as learned from its answers, is off this machine's by a new
+    /// amount: worth a warning beyond what a whole-second `Date` can tell.
+    fn say_clock_offset(&self, offset_ms: i64) {
+        let (account, offset_seconds) = (self.slot.name(), offset_ms as f64 / 1000.0);
+        if offset_ms.abs() > crate::api::clock::DATE_PRECISION_MS {
+            warn!(account, offset_seconds,
+                "this machine's clock is off the exchange's: requests are signed and bills asked for by the exchange's time, as learned from its answers (capi_clock_offset_seconds); keep this machine's clock in sync (NTP)");
+        } else {
+            info!(account, offset_seconds, "this machine's clock agrees with the exchange's");
+        }
+        self.recall(format_args!("clock: the exchange's is {offset_seconds} s from this machine's"));
     }
 
     /// Makes the bill queries of this poll, at most the per-poll limit.

@@ -287,10 +287,38 @@ async fn an_absurd_exchange_time_moves_the_clock_a_day_at_most_and_is_corrected(
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_clock_ahead_by_less_than_the_exchange_rejects_is_learned_and_a_late_bill_still_counts() {
+    // This machine's clock 20 s ahead: within the 30 s the exchange accepts, so no timestamp is
+    // rejected. Taken as the exchange's, it would settle bills 10 s after the exchange's now
+    // with a 10 s overlap, and a bill listed 5 s late would never be counted.
+    let exchange = Exchange::start(SimOptions { clock_offset_ms: -20_000, ..SimOptions::default() }).await;
+    let exporter = Exporter::start(&exchange, &["--bills.overlap", "10s"]);
+    exporter
+        .wait_for("the exchange's clock learned from its answers' Date", |s| {
+            s.value("capi_clock_offset_seconds", &[]).is_some_and(|o| (-21.5..=-19.5).contains(&o))
+                && s.value("capi_up", &[]) == Some(1.0)
+        })
+        .await;
+    let late = NewBill { visible_after: Duration::from_secs(5), ..common::usdt_bill("deposit", 1_234, 0) };
+    exchange.sim.add_bill(exchange.key(), late);
+    let counted = exporter.wait_for("the late deposit counted", |s| s.sum("capi_bills_total", &[]) == 1.0).await;
+    assert_eq!(counted.value("capi_bill_amount_total", &[("direction", "in")]), Some(12.34));
+    assert_eq!(counted.sum("capi_api_exchange_errors_total", &[]), 0.0, "no timestamp was rejected");
+    let log = exporter.log();
+    let warning = log.lines().find(|l| l.contains("clock is off the exchange's")).unwrap_or_default();
+    assert!(warning.contains("level=warn") && warning.contains("offset_seconds=-2"), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn one_accounts_answer_never_moves_another_accounts_clock() {
-    // An exchange that accepts timestamps two days off keeps a wrong offset in place, so what
-    // each account's clock learned can be read at leisure.
-    let exchange = Exchange::start(SimOptions { timestamp_window_ms: 2 * 86_400_000, ..SimOptions::default() }).await;
+    // An exchange that accepts timestamps two days off, and sends no `Date` to learn from, keeps
+    // a wrong offset in place, so what each account's clock learned can be read at leisure.
+    let exchange = Exchange::start(SimOptions {
+        timestamp_window_ms: 2 * 86_400_000,
+        date_header: false,
+        ..SimOptions::default()
+    })
+    .await;
     let names = ["a".to_owned(), "b".to_owned()];
     let (config, env, _) = exchange.accounts_file(&names);
     let mut command = Exporter::command(&["--config.file", config.to_str().unwrap(), "--api.base-url", &exchange.url]);
