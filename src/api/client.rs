@@ -11,11 +11,15 @@ use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, DATE, RETRY
 use http::{Method, Request, Uri};
 use http_body_util::{BodyExt as _, Full};
 use hyper::body::Bytes;
+use hyper_rustls::MaybeHttpsStream;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::{TokioExecutor, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
+use tokio::net::TcpStream;
+use tower::util::BoxCloneSyncService;
+use tower::BoxError;
 
 pub const BILLS_PATH: &str = "/capi/v2/account/bills";
 pub const ACCOUNT_PATH: &str = "/capi/v2/account/account";
@@ -51,7 +55,10 @@ impl Endpoint {
 
 /// The connection pool shared by every account's client: HTTP/1.1 with keep-alive, over TLS
 /// (rustls, the Mozilla roots of `webpki-roots`) for `https://` addresses.
-pub type HttpPool = hyper_util::client::legacy::Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+pub type HttpPool = hyper_util::client::legacy::Client<Connector, Full<Bytes>>;
+
+/// Makes the pool's connections: TCP, then TLS for `https://`, within one deadline.
+pub type Connector = BoxCloneSyncService<Uri, MaybeHttpsStream<TokioIo<TcpStream>>, BoxError>;
 
 const ACCESS_KEY: HeaderName = HeaderName::from_static("access-key");
 const ACCESS_SIGN: HeaderName = HeaderName::from_static("access-sign");
@@ -135,16 +142,9 @@ impl Client {
 
     /// A connection pool to share between the accounts' clients.
     pub fn http_pool(connect_timeout: Duration) -> HttpPool {
-        let mut tcp = HttpConnector::new();
-        tcp.enforce_http(false);
-        tcp.set_nodelay(true);
-        tcp.set_connect_timeout(Some(connect_timeout));
-        let tls = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_webpki_roots()
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(tcp);
-        hyper_util::client::legacy::Client::builder(TokioExecutor::new()).pool_timer(TokioTimer::new()).build(tls)
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .build(connector(connect_timeout))
     }
 
     /// `GET /capi/v2/account/account?coinId=N`.
@@ -217,6 +217,24 @@ impl Client {
         headers.insert(USER_AGENT, HeaderValue::from_static(USER_AGENT_TEXT));
         Ok(headers)
     }
+}
+
+/// The pool's connector. The request's own timeout bounds a connect it waits for, but when a
+/// pooled connection comes free first, hyper finishes the connect in the background: the deadline
+/// here covers it, TLS handshake included, so that a peer that stalls the handshake cannot hold
+/// sockets.
+fn connector(timeout: Duration) -> Connector {
+    let mut tcp = HttpConnector::new();
+    tcp.enforce_http(false);
+    tcp.set_nodelay(true);
+    // Shared among a name's addresses, so that one that drops the connect leaves time for the next.
+    tcp.set_connect_timeout(Some(timeout));
+    let tls = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_webpki_roots()
+        .https_or_http()
+        .enable_http1()
+        .wrap_connector(tcp);
+    BoxCloneSyncService::new(tower::timeout::Timeout::new(tls, timeout))
 }
 
 /// Reads a complete answer of the account query as the client does (public for the fuzz
@@ -399,6 +417,24 @@ fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_tls_handshake_that_stalls_is_given_up_at_the_connect_deadline() {
+        // A peer that accepts connections and never says a word.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let uri: Uri = format!("https://{}/", listener.local_addr().unwrap()).parse().unwrap();
+        let _mute = tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        let mut connector = connector(Duration::from_millis(200));
+        let connecting = tower::ServiceExt::oneshot(&mut connector, uri);
+        let result =
+            tokio::time::timeout(Duration::from_secs(20), connecting).await.expect("the connect gave up by itself");
+        assert!(result.is_err_and(|e| e.is::<tower::timeout::error::Elapsed>()));
+    }
 
     #[test]
     fn the_bill_body_is_compact_and_leaves_out_unused_filters() {
