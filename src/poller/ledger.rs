@@ -22,7 +22,7 @@
 //! that appears after the comparison began counts from zero when it was created since; one that
 //! disappears keeps what it had moved by the last answer that showed it, and resumes from there if
 //! it comes back (a record left out of one answer would otherwise lose, or count twice, what it
-//! moved meanwhile). A record shown under a known key with another creation time is a new record.
+//! moved meanwhile). A record shown under a known key with a later creation time is a new record.
 //!
 //! Free of I/O, like the cursor: it is driven by answers and saved with them in the state file.
 
@@ -86,9 +86,10 @@ const MAX_PENDING: usize = 256;
 /// corrects it): a day, as far as a learned clock offset goes.
 const MAX_AHEAD_MS: i64 = 86_400_000;
 
-/// Records no longer shown that are kept, per coin, to resume if they come back; the oldest beyond
-/// are folded into what gone records moved. A closed isolated position's record never comes back,
-/// so the bound keeps its cost small (about 600 bytes a record) for accounts that open many.
+/// Records no longer shown that are kept, per coin, to resume if they come back (about 600 bytes
+/// each). Beyond, the longest hidden isolated position's record is folded into what gone records
+/// moved, since a closed position's record never comes back; only if there is none, the longest
+/// hidden record.
 const MAX_HIDDEN: usize = 4;
 
 /// A value per running total, in the order of [`RUNNING_TOTALS`]: a fixed array, since a
@@ -409,31 +410,31 @@ impl CoinLedger {
         moved
     }
 
-    /// Hides the records an answer does not show; beyond [`MAX_HIDDEN`], the longest hidden are
-    /// folded into `gone`.
+    /// Resumes the hidden records an answer shows and hides those it does not; beyond
+    /// [`MAX_HIDDEN`], folds one into `gone` (see there which).
     fn hide_records_not_in(&mut self, observed: &[ObservedRecord]) {
-        let (shown, missing): (Vec<_>, Vec<_>) = std::mem::take(&mut self.records)
-            .into_iter()
-            .partition(|record| observed.iter().any(|r| r.key == record.key));
-        self.records = shown;
-        self.hidden.extend(missing);
-        let excess = self.hidden.len().saturating_sub(MAX_HIDDEN);
-        for record in self.hidden.drain(..excess) {
+        let is_shown = |record: &ComparedRecord| observed.iter().any(|r| r.key == record.key);
+        let (resumed, still_hidden): (Vec<_>, Vec<_>) =
+            std::mem::take(&mut self.hidden).into_iter().partition(is_shown);
+        let (shown, missing): (Vec<_>, Vec<_>) = std::mem::take(&mut self.records).into_iter().partition(is_shown);
+        self.records = shown.into_iter().chain(resumed).collect();
+        self.hidden = still_hidden.into_iter().chain(missing).collect();
+        while self.hidden.len() > MAX_HIDDEN {
+            let folded = self.hidden.iter().position(ComparedRecord::is_isolated_position).unwrap_or(0);
+            let record = self.hidden.remove(folded);
             self.gone.add_all(&record.moved());
         }
     }
 
     /// The index in `records` of the record an answer shows under `key`: the one compared before
-    /// (shown or hidden) unless its creation time says it is another, else a new one.
+    /// unless a later creation time says it is another, else a new one.
     fn record_index(&mut self, key: String, created_ms: Option<i64>) -> usize {
-        if let Some(i) = self.hidden.iter().position(|r| r.key == key) {
-            let resumed = self.hidden.remove(i);
-            self.records.push(resumed);
-        }
         if let Some(i) = self.records.iter().position(|r| r.key == key) {
             let record = &mut self.records[i];
             match (record.created_ms, created_ms) {
-                (Some(before), Some(now)) if before != now => {
+                // Only later: two records that share a key (fields left out) must not take turns
+                // at being new, each time counting what it holds again.
+                (Some(before), Some(now)) if now > before => {
                     let replaced = self.records.remove(i);
                     self.gone.add_all(&replaced.moved());
                 }
@@ -451,6 +452,12 @@ impl CoinLedger {
 }
 
 impl ComparedRecord {
+    /// Whether it is an isolated position's record (see [`record_key`]), which goes for good when
+    /// the position closes.
+    fn is_isolated_position(&self) -> bool {
+        self.key.rsplit('/').next().is_some_and(|id| !id.is_empty() && id != "0")
+    }
+
     /// What each running total moved since the record entered the comparison.
     fn moved(&self) -> Totals {
         let mut moved = Totals::default();
@@ -461,7 +468,9 @@ impl ComparedRecord {
     }
 }
 
-/// A record is one margin mode's, one cross contract's or one isolated position's.
+/// A record is one margin mode's, one cross contract's or one isolated position's:
+/// `margin_mode/cross_contract_id/isolated_position_id`, the last `0` (or empty) but for an
+/// isolated position.
 fn record_key(c: &Collateral) -> String {
     let part = |value: &Option<String>| value.as_deref().unwrap_or_default().to_owned();
     format!("{}/{}/{}", part(&c.margin_mode), part(&c.cross_contract_id), part(&c.isolated_position_id))
