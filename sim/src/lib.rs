@@ -60,9 +60,8 @@ pub struct SimOptions {
     /// How far the exchange's clock is ahead of this machine's (negative: behind), for clock
     /// skew: it checks timestamps and dates bills by its own clock. Default 0.
     pub clock_offset_ms: i64,
-    /// Whether answers carry an HTTP `Date` by the exchange's clock. Default true. Without, the
-    /// `Date` is blank (the HTTP server would add one by this machine's clock), as good as none.
-    pub date_header: bool,
+    /// Which clock the answers' HTTP `Date` tells. Default the exchange's.
+    pub date: DateHeader,
 }
 
 impl Default for SimOptions {
@@ -76,9 +75,21 @@ impl Default for SimOptions {
             time_field: TimeField::CtimeInt,
             ids_as_strings: false,
             clock_offset_ms: 0,
-            date_header: true,
+            date: DateHeader::ExchangeClock,
         }
     }
+}
+
+/// The HTTP `Date` of the answers.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DateHeader {
+    /// Now by the exchange's clock.
+    #[default]
+    ExchangeClock,
+    /// Now by this machine's clock, as a proxy on the exporter's host (nginx by default) writes it.
+    ThisMachine,
+    /// Blank (the HTTP server would add one by this machine's clock otherwise): as good as none.
+    Blank,
 }
 
 /// The two documented spellings of a bill's creation time.

@@ -15,7 +15,7 @@ use axum::{Extension, Router};
 use super::auth::{authenticate, Incoming};
 use super::book::{Account, BillQuery};
 use super::reply::{Reply, BAD_PARAMETER};
-use super::{Fault, SimExchange, SimOptions, State as SimState};
+use super::{DateHeader, Fault, SimExchange, SimOptions, State as SimState};
 
 /// How each request ended, as counted in [`RequestStats::by_outcome`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -145,12 +145,14 @@ async fn handle(
 }
 
 impl SimExchange {
-    /// The `Date` of an answer: now by the exchange's clock, or blank.
+    /// The `Date` of an answer, as [`SimOptions::date`] has it.
     fn date(&self) -> HeaderValue {
-        if !self.shared.options.date_header {
-            return HeaderValue::from_static("");
-        }
-        let now = UNIX_EPOCH + Duration::from_millis(u64::try_from(self.now_ms()).unwrap_or_default());
+        let now_ms = match self.shared.options.date {
+            DateHeader::ExchangeClock => self.now_ms(),
+            DateHeader::ThisMachine => self.now_ms().saturating_sub(self.shared.options.clock_offset_ms),
+            DateHeader::Blank => return HeaderValue::from_static(""),
+        };
+        let now = UNIX_EPOCH + Duration::from_millis(u64::try_from(now_ms).unwrap_or_default());
         HeaderValue::from_str(&httpdate::fmt_http_date(now)).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 

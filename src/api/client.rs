@@ -166,7 +166,8 @@ impl Client {
     async fn send<T>(&self, format: &AnswerFormat<T>, query: &str, body: Vec<u8>) -> Result<Answer<T>, ApiError> {
         let sent_ms = local_now_ms();
         let (_, method, path) = format.endpoint.route();
-        let timestamp = self.clock.now_ms().to_string();
+        let signed_offset_ms = self.clock.offset_ms();
+        let timestamp = sent_ms.saturating_add(signed_offset_ms).to_string();
         let signature = sign(self.credentials.secret.expose(), &timestamp, method.as_str(), path, query, &body);
         let mut request = Request::new(Full::new(Bytes::from(body)));
         *request.method_mut() = method;
@@ -186,7 +187,7 @@ impl Client {
         match &result {
             Ok(_) => {
                 if let Some(date) = date_ms(&head.headers) {
-                    self.clock.correct_from_date(date, sent_ms, local_now_ms());
+                    self.clock.correct_from_date(date, signed_offset_ms, sent_ms, local_now_ms());
                 }
             }
             Err(e) => {
@@ -222,7 +223,8 @@ impl Client {
 /// The pool's connector. The request's own timeout bounds a connect it waits for, but when a
 /// pooled connection comes free first, hyper finishes the connect in the background: the deadline
 /// here covers it, TLS handshake included, so that a peer that stalls the handshake cannot hold
-/// sockets.
+/// sockets. It is a second later than the request's, so that a connect the request waits for ends
+/// as the request's timeout, not as a transport error.
 fn connector(timeout: Duration) -> Connector {
     let mut tcp = HttpConnector::new();
     tcp.enforce_http(false);
@@ -234,7 +236,7 @@ fn connector(timeout: Duration) -> Connector {
         .https_or_http()
         .enable_http1()
         .wrap_connector(tcp);
-    BoxCloneSyncService::new(tower::timeout::Timeout::new(tls, timeout))
+    BoxCloneSyncService::new(tower::timeout::Timeout::new(tls, timeout + Duration::from_secs(1)))
 }
 
 /// Reads a complete answer of the account query as the client does (public for the fuzz

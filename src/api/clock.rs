@@ -5,8 +5,10 @@
 //! A clock off by less than 30 s is never rejected, yet it dates the bill window: one ahead would
 //! shorten `--bills.overlap` by as much. So every successful answer's HTTP `Date` is read too. It
 //! has whole seconds only, so it replaces the offset in use only when it is clearly another
-//! ([`DATE_PRECISION_MS`]); taken as is (not as the middle of its second), it errs towards an
-//! exchange clock earlier than it is, which lengthens the overlap rather than shortening it.
+//! ([`DATE_PRECISION_MS`] and half the round trip); taken as is (not as the middle of its second),
+//! it errs towards an exchange clock earlier than it is, which lengthens the overlap rather than
+//! shortening it. A `Date` that contradicts the exchange's acceptance of the request (over its 30 s
+//! from the offset the request was signed with) is another clock's, a proxy's say, and not taken.
 //!
 //! The time comes from the network, so the offset is bounded: at most a day either way. A
 //! machine clock a day off is broken beyond what a correction should hide, and an absurd answer
@@ -18,13 +20,12 @@ use std::time::{SystemTime, UNIX_EPOCH};
 /// The largest offset learned, either way: one day.
 pub const MAX_OFFSET_MS: i64 = 86_400_000;
 
-/// How far an offset read from a `Date` must be from the one in use to replace it: the `Date`'s
-/// second, and half of a round trip of up to [`DATE_MAX_ROUND_TRIP_MS`].
+/// How far an offset read from a `Date` must be from the one in use to replace it, beyond half
+/// the round trip: the `Date`'s second, and as much again so that estimates do not take turns.
 pub const DATE_PRECISION_MS: i64 = 2_000;
 
-/// Answers that took longer are not read for their `Date`: where in the round trip the exchange
-/// read its clock is too uncertain.
-const DATE_MAX_ROUND_TRIP_MS: i64 = 1_000;
+/// How far from the exchange's clock a request's timestamp may be and still be accepted.
+const TIMESTAMP_WINDOW_MS: i64 = 30_000;
 
 #[derive(Debug, Default)]
 pub struct Clock {
@@ -51,15 +52,27 @@ impl Clock {
         offset
     }
 
-    /// Learns the offset from an answer's `Date`, if the answer was quick and the `Date` is
-    /// clearly off the offset in use. Returns the new offset when it changed.
-    pub fn correct_from_date(&self, date_ms: i64, sent_ms: i64, received_ms: i64) -> Option<i64> {
-        if received_ms.saturating_sub(sent_ms) > DATE_MAX_ROUND_TRIP_MS {
+    /// Learns the offset from the `Date` of an answer that accepted a request signed with
+    /// `signed_offset_ms`, when the `Date` is clearly off the offset in use and agrees with that
+    /// acceptance. Returns the new offset when it changed.
+    pub fn correct_from_date(
+        &self,
+        date_ms: i64,
+        signed_offset_ms: i64,
+        sent_ms: i64,
+        received_ms: i64,
+    ) -> Option<i64> {
+        // Negative when this machine's clock was set back during the request: nothing to go by.
+        let round_trip = i128::from(received_ms) - i128::from(sent_ms);
+        if round_trip < 0 {
             return None;
         }
         let offset = estimate_offset(date_ms, sent_ms, received_ms);
-        let off_by = i128::from(offset) - i128::from(self.offset_ms());
-        (off_by.abs() > i128::from(DATE_PRECISION_MS)).then(|| {
+        let from_signed = (i128::from(offset) - i128::from(signed_offset_ms)).abs();
+        let from_current = (i128::from(offset) - i128::from(self.offset_ms())).abs();
+        let agrees_with_acceptance = from_signed <= i128::from(TIMESTAMP_WINDOW_MS + 1_000) + round_trip;
+        let clearly_off = from_current > i128::from(DATE_PRECISION_MS) + round_trip / 2;
+        (agrees_with_acceptance && clearly_off).then(|| {
             self.offset_ms.store(offset, Ordering::Relaxed);
             offset
         })
@@ -95,20 +108,36 @@ mod tests {
     }
 
     #[test]
-    fn a_date_moves_the_offset_only_when_clearly_off_and_read_from_a_quick_answer() {
+    fn a_date_moves_the_offset_only_when_clearly_off_and_consistent_with_the_acceptance() {
         let clock = Clock::default();
         // Within the precision of a whole-second date: the offset in use stays.
-        assert_eq!(clock.correct_from_date(10_000 - 1_999, 10_000, 10_000), None);
-        assert_eq!(clock.correct_from_date(10_000 + 1_500, 10_000, 10_200), None);
+        assert_eq!(clock.correct_from_date(10_000 - 1_999, 0, 10_000, 10_000), None);
+        assert_eq!(clock.correct_from_date(10_000 + 1_500, 0, 10_000, 10_200), None);
+        // Beyond it by more than half of a slow round trip only.
+        assert_eq!(clock.correct_from_date(18_000, 0, 10_000, 16_000), None);
         assert_eq!(clock.offset_ms(), 0);
         // This machine 20 s ahead: learned, from the middle of the round trip.
-        assert_eq!(clock.correct_from_date(80_000, 100_000, 100_400), Some(-20_200));
-        assert_eq!(clock.correct_from_date(81_000, 100_000, 100_400), None, "the same second, read again");
-        // A slow answer teaches nothing, however far off its date.
-        assert_eq!(clock.correct_from_date(0, 100_000, 101_001), None);
+        assert_eq!(clock.correct_from_date(80_000, 0, 100_000, 100_400), Some(-20_200));
+        assert_eq!(clock.correct_from_date(81_000, -20_200, 100_000, 100_400), None, "the same second, read again");
+        // This machine's clock set back during the request.
+        assert_eq!(clock.correct_from_date(0, -20_200, 100_000, 99_000), None);
         assert_eq!(clock.offset_ms(), -20_200);
-        // Far off: a day at most, as from a rejected timestamp.
-        assert_eq!(clock.correct_from_date(i64::MAX, 100_000, 100_000), Some(MAX_OFFSET_MS));
-        assert_eq!(clock.correct_from_date(100_000, 100_000, 100_000), Some(0));
+    }
+
+    #[test]
+    fn a_date_the_exchanges_acceptance_contradicts_is_not_taken() {
+        // Learned from a rejected timestamp: the exchange is 90 s behind this machine.
+        let clock = Clock::default();
+        clock.correct(10_000, 100_000, 100_000);
+        assert_eq!(clock.offset_ms(), -90_000);
+        // A proxy's `Date` by this machine's clock, on an answer the exchange accepted with the
+        // timestamp signed 90 s back: that `Date` is not the exchange's clock.
+        assert_eq!(clock.correct_from_date(100_000, -90_000, 100_000, 100_200), None);
+        assert_eq!(clock.offset_ms(), -90_000);
+        // Within the exchange's 30 s (and a second for the `Date`, and the round trip): taken.
+        assert_eq!(clock.correct_from_date(100_000 - 59_000, -90_000, 100_000, 100_000), Some(-59_000));
+        // An absurd `Date` on an accepted request contradicts the acceptance too.
+        assert_eq!(clock.correct_from_date(i64::MAX, -59_000, 100_000, 100_000), None);
+        assert_eq!(clock.correct_from_date(i64::MIN, -59_000, i64::MAX, i64::MAX), None);
     }
 }

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use capi_sim::{Fault, NewBill, SimOptions};
+use capi_sim::{DateHeader, Fault, NewBill, SimOptions};
 use common::{now_ms, Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::time::Duration;
@@ -293,10 +293,14 @@ async fn a_clock_ahead_by_less_than_the_exchange_rejects_is_learned_and_a_late_b
     // with a 10 s overlap, and a bill listed 5 s late would never be counted.
     let exchange = Exchange::start(SimOptions { clock_offset_ms: -20_000, ..SimOptions::default() }).await;
     let exporter = Exporter::start(&exchange, &["--bills.overlap", "10s"]);
+    // Should the first answer come too late to tell (a busy machine), counting starts 20 s
+    // ahead, and a bill before that start is history: wait until the exchange's now is past it.
     exporter
-        .wait_for("the exchange's clock learned from its answers' Date", |s| {
+        .wait_for("the exchange's clock learned from its answers' Date, and counting started", |s| {
             s.value("capi_clock_offset_seconds", &[]).is_some_and(|o| (-21.5..=-19.5).contains(&o))
                 && s.value("capi_up", &[]) == Some(1.0)
+                && s.value("capi_bill_cursor_timestamp_seconds", &[])
+                    .is_some_and(|cursor| cursor * 1000.0 < (now_ms() - 20_000) as f64)
         })
         .await;
     let late = NewBill { visible_after: Duration::from_secs(5), ..common::usdt_bill("deposit", 1_234, 0) };
@@ -310,12 +314,32 @@ async fn a_clock_ahead_by_less_than_the_exchange_rejects_is_learned_and_a_late_b
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_date_by_another_clock_does_not_undo_the_correction_of_a_rejected_timestamp() {
+    // This machine's clock 90 s ahead, and a proxy on it that dates the answers by it, as nginx
+    // does: the `Date` contradicts the exchange's acceptance of requests signed 90 s back.
+    let options = SimOptions { clock_offset_ms: -90_000, date: DateHeader::ThisMachine, ..SimOptions::default() };
+    let exchange = Exchange::start(options).await;
+    let exporter = Exporter::start(&exchange, &["--bills.overlap", "10s"]);
+    exporter
+        .wait_for("the clock corrected by the rejected timestamp", |s| {
+            s.value("capi_clock_offset_seconds", &[]).is_some_and(|o| (-90.5..=-89.5).contains(&o))
+                && s.value("capi_up", &[]) == Some(1.0)
+        })
+        .await;
+    exchange.sim.add_bill(exchange.key(), common::usdt_bill("deposit", 500, 0));
+    let counted = exporter.wait_for("the deposit counted", |s| s.sum("capi_bills_total", &[]) == 1.0).await;
+    assert_eq!(counted.value("capi_clock_offset_seconds", &[]).map(f64::round), Some(-90.0));
+    let rejected = counted.sum("capi_api_exchange_errors_total", &[("code", "40008")]);
+    assert_eq!(rejected, 1.0, "one rejection taught the clock; none after");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn one_accounts_answer_never_moves_another_accounts_clock() {
     // An exchange that accepts timestamps two days off, and sends no `Date` to learn from, keeps
     // a wrong offset in place, so what each account's clock learned can be read at leisure.
     let exchange = Exchange::start(SimOptions {
         timestamp_window_ms: 2 * 86_400_000,
-        date_header: false,
+        date: DateHeader::Blank,
         ..SimOptions::default()
     })
     .await;
