@@ -39,6 +39,27 @@ fn record(updated_ms: i64, totals: &[(&str, Decimal)]) -> Collateral {
     collateral
 }
 
+/// An isolated position's record, created at `created_ms` with `open` opened.
+fn position(id: usize, created_ms: i64, open: &str) -> Collateral {
+    Collateral {
+        margin_mode: Some("ISOLATED".into()),
+        isolated_position_id: Some(id.to_string()),
+        created_time: Some(Millis(created_ms)),
+        ..record(created_ms, &[("cum_position_open_long_amount", dec(open))])
+    }
+}
+
+/// Opens isolated positions `1..=count` at `at_ms` with 1 each: counts their bills, and takes an
+/// answer asked for 50 ms later that shows them beside `others`, settled.
+fn open_positions(ledger: &mut Ledger, count: usize, at_ms: i64, others: &[Collateral]) {
+    for _ in 0..count {
+        ledger.count(&bill(at_ms, "position_open_long", dec("-1"), Decimal::ZERO), USDT);
+    }
+    let positions = (1..=count).map(|id| position(id, at_ms, "1"));
+    ledger.observe(USDT, &answer(positions.chain(others.iter().cloned()).collect()), at_ms + 50);
+    ledger.settle(at_ms + 50);
+}
+
 fn set(collateral: &mut Collateral, field: &str, value: Decimal) {
     let slot = match field {
         "cum_deposit_amount" => &mut collateral.cum_deposit_amount,
@@ -185,26 +206,20 @@ fn records_that_come_and_go_are_compared_as_one_coin() {
 fn a_record_left_out_of_answers_resumes_where_it_was_and_one_made_anew_counts_from_zero() {
     let mut ledger = Ledger::default();
     let deposits = |t: i64, total: &str| record(t, &[("cum_deposit_amount", dec(total))]);
-    let isolated = |created: i64, t: i64, open: &str| Collateral {
-        margin_mode: Some("ISOLATED".into()),
-        isolated_position_id: Some("77".into()),
-        created_time: Some(Millis(created)),
-        ..record(t, &[("cum_position_open_long_amount", dec(open))])
-    };
-    ledger.observe(USDT, &answer(vec![deposits(100, "10"), isolated(50, 100, "7")]), 100);
+    ledger.observe(USDT, &answer(vec![deposits(100, "10"), position(77, 50, "7")]), 100);
     ledger.settle(100);
     // The shared record is left out of two answers while 5 and 3 are deposited.
     ledger.count(&bill(150, "deposit", dec("5"), Decimal::ZERO), USDT);
-    ledger.observe(USDT, &answer(vec![isolated(50, 100, "7")]), 200);
+    ledger.observe(USDT, &answer(vec![position(77, 50, "7")]), 200);
     ledger.count(&bill(250, "deposit", dec("3"), Decimal::ZERO), USDT);
-    ledger.observe(USDT, &answer(vec![isolated(50, 100, "7")]), 300);
+    ledger.observe(USDT, &answer(vec![position(77, 50, "7")]), 300);
     ledger.settle(300);
     // Meanwhile the deposits show: nothing shows the total they moved.
     assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(dec("-8")));
     // It comes back with both deposits; the isolated record is closed, and a new one of the same
     // key is created at 350 with 2.
     ledger.count(&bill(350, "position_open_long", dec("-2"), Decimal::ZERO), USDT);
-    ledger.observe(USDT, &answer(vec![deposits(250, "18"), isolated(350, 350, "2")]), 400);
+    ledger.observe(USDT, &answer(vec![deposits(250, "18"), position(77, 350, "2")]), 400);
     ledger.settle(400);
     assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
     assert_eq!(difference(&ledger, "cum_position_open_long_amount"), Some(Decimal::ZERO));
@@ -213,37 +228,16 @@ fn a_record_left_out_of_answers_resumes_where_it_was_and_one_made_anew_counts_fr
 #[test]
 fn records_hidden_beyond_the_bound_keep_what_they_moved() {
     let mut ledger = Ledger::default();
-    let position = |id: usize, open: &str| Collateral {
-        margin_mode: Some("ISOLATED".into()),
-        isolated_position_id: Some(id.to_string()),
-        created_time: Some(Millis(150)),
-        ..record(150, &[("cum_position_open_long_amount", dec(open))])
-    };
     let shared = record(100, &[("cum_deposit_amount", dec("1"))]);
     ledger.observe(USDT, &answer(vec![shared.clone()]), 100);
     ledger.settle(100);
     // Positions opened after the comparison began, each with 1, then all closed.
-    let ids: Vec<usize> = (1..=MAX_HIDDEN + 2).collect();
-    for _ in &ids {
-        ledger.count(&bill(150, "position_open_long", dec("-1"), Decimal::ZERO), USDT);
-    }
-    ledger.observe(USDT, &answer(ids.iter().map(|id| position(*id, "1")).chain([shared.clone()]).collect()), 200);
-    ledger.settle(200);
+    open_positions(&mut ledger, MAX_HIDDEN + 2, 150, &[shared.clone()]);
     ledger.observe(USDT, &answer(vec![shared]), 300);
     ledger.settle(300);
     let coin = &ledger.coins[0];
     assert_eq!((coin.records.len(), coin.hidden.len()), (1, MAX_HIDDEN));
     assert_eq!(difference(&ledger, "cum_position_open_long_amount"), Some(Decimal::ZERO));
-}
-
-/// An isolated position's record, created at `created_ms` with `open` opened.
-fn position(id: usize, created_ms: i64, open: &str) -> Collateral {
-    Collateral {
-        margin_mode: Some("ISOLATED".into()),
-        isolated_position_id: Some(id.to_string()),
-        created_time: Some(Millis(created_ms)),
-        ..record(created_ms, &[("cum_position_open_long_amount", dec(open))])
-    }
 }
 
 #[test]
@@ -252,15 +246,10 @@ fn a_record_shown_again_in_the_answer_that_fills_the_hidden_list_resumes() {
     let shared = |t: i64, deposited: &str| record(t, &[("cum_deposit_amount", dec(deposited))]);
     ledger.observe(USDT, &answer(vec![shared(100, "10")]), 100);
     ledger.settle(100);
-    let positions = || (1..=MAX_HIDDEN).map(|id| position(id, 150, "1"));
-    for _ in positions() {
-        ledger.count(&bill(150, "position_open_long", dec("-1"), Decimal::ZERO), USDT);
-    }
-    ledger.observe(USDT, &answer(positions().chain([shared(150, "10")]).collect()), 200);
-    ledger.settle(200);
+    open_positions(&mut ledger, MAX_HIDDEN, 150, &[shared(150, "10")]);
     // The shared record is left out while 5 is deposited, and comes back as every position closes.
     ledger.count(&bill(250, "deposit", dec("5"), Decimal::ZERO), USDT);
-    ledger.observe(USDT, &answer(positions().collect()), 300);
+    ledger.observe(USDT, &answer((1..=MAX_HIDDEN).map(|id| position(id, 150, "1")).collect()), 300);
     ledger.settle(300);
     ledger.observe(USDT, &answer(vec![shared(250, "15")]), 400);
     ledger.settle(400);
@@ -286,13 +275,8 @@ fn closed_positions_make_room_before_a_cross_record_left_out() {
     // The cross record is left out while more positions than the hidden list holds open and close.
     ledger.observe(USDT, &answer(vec![shared(100)]), 300);
     ledger.settle(300);
-    let positions = || (1..=MAX_HIDDEN + 1).map(|id| position(id, 350, "1"));
-    for _ in positions() {
-        ledger.count(&bill(350, "position_open_long", dec("-1"), Decimal::ZERO), USDT);
-    }
     ledger.count(&bill(350, "deposit", dec("2"), Decimal::ZERO), USDT);
-    ledger.observe(USDT, &answer(positions().chain([shared(350)]).collect()), 400);
-    ledger.settle(400);
+    open_positions(&mut ledger, MAX_HIDDEN + 1, 350, &[shared(350)]);
     ledger.observe(USDT, &answer(vec![shared(350)]), 500);
     ledger.settle(500);
     assert_eq!(ledger.coins[0].hidden.len(), MAX_HIDDEN);
