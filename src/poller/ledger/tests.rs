@@ -232,7 +232,7 @@ fn records_hidden_beyond_the_bound_keep_what_they_moved() {
     ledger.observe(USDT, &answer(vec![shared.clone()]), 100);
     ledger.settle(100);
     // Positions opened after the comparison began, each with 1, then all closed.
-    open_positions(&mut ledger, MAX_HIDDEN + 2, 150, &[shared.clone()]);
+    open_positions(&mut ledger, MAX_HIDDEN + 2, 150, std::slice::from_ref(&shared));
     ledger.observe(USDT, &answer(vec![shared]), 300);
     ledger.settle(300);
     let coin = &ledger.coins[0];
