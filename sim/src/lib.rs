@@ -86,8 +86,9 @@ pub enum DateHeader {
     /// Now by the exchange's clock.
     #[default]
     ExchangeClock,
-    /// Now by this machine's clock, as a proxy on the exporter's host (nginx by default) writes it.
-    ThisMachine,
+    /// Now by the exchange's clock plus this many milliseconds: by a clock of its own, as a proxy
+    /// (nginx writes its own `Date`) or a load balancer would.
+    Skewed(i64),
     /// Blank (the HTTP server would add one by this machine's clock otherwise): as good as none.
     Blank,
 }

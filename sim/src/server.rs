@@ -149,7 +149,7 @@ impl SimExchange {
     fn date(&self) -> HeaderValue {
         let now_ms = match self.shared.options.date {
             DateHeader::ExchangeClock => self.now_ms(),
-            DateHeader::ThisMachine => self.now_ms().saturating_sub(self.shared.options.clock_offset_ms),
+            DateHeader::Skewed(ahead_ms) => self.now_ms().saturating_add(ahead_ms),
             DateHeader::Blank => return HeaderValue::from_static(""),
         };
         let now = UNIX_EPOCH + Duration::from_millis(u64::try_from(now_ms).unwrap_or_default());

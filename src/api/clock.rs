@@ -2,19 +2,22 @@
 //! exchange rejects when it is more than 30 s from its own clock (code 40008), so when that
 //! happens the offset is estimated from the answer and later requests use the corrected time.
 //!
-//! A clock off by less than 30 s is never rejected, yet it dates the bill window: one ahead would
-//! shorten `--bills.overlap` by as much. So every successful answer's HTTP `Date` is read too. It
-//! has whole seconds only, so it replaces the offset in use only when it is clearly another
-//! ([`DATE_PRECISION_MS`] and half the round trip); taken as is (not as the middle of its second),
-//! it errs towards an exchange clock earlier than it is, which lengthens the overlap rather than
-//! shortening it. A `Date` that contradicts the exchange's acceptance of the request (over its 30 s
-//! from the offset the request was signed with) is another clock's, a proxy's say, and not taken.
+//! A clock ahead by less than 30 s is never rejected, yet it dates the bill window, and shortens
+//! `--bills.overlap` by as much. So every successful answer's HTTP `Date` is read too, and may move
+//! the exchange's time earlier, never later: a `Date` clock ahead of the one that dates bills would
+//! shorten the overlap in turn, while one behind only delays counting (and a clock behind by more
+//! than 30 s is corrected by the rejection). `Date` has whole seconds, so it moves the offset only
+//! when clearly earlier ([`DATE_PRECISION_MS`] and half the round trip); taken as is (not as the
+//! middle of its second), it errs towards earlier. A `Date` that contradicts the exchange's
+//! acceptance of the request (over its 30 s from the offset the request was signed with), or that
+//! would have requests rejected again (29 s from the offset a rejection taught), is another
+//! clock's, a proxy's say, and is not taken.
 //!
 //! The time comes from the network, so the offset is bounded: at most a day either way. A
 //! machine clock a day off is broken beyond what a correction should hide, and an absurd answer
 //! must not date every request (or the bill cursor) years away.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The largest offset learned, either way: one day.
@@ -29,32 +32,43 @@ const TIMESTAMP_WINDOW_MS: i64 = 30_000;
 
 #[derive(Debug, Default)]
 pub struct Clock {
+    learned: Mutex<Learned>,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Learned {
     /// The exchange's clock minus this machine's, in milliseconds.
-    offset_ms: AtomicI64,
+    offset_ms: i64,
+    /// The offset the last rejected timestamp taught: the exchange's own time, to the millisecond.
+    from_rejection_ms: Option<i64>,
 }
 
 impl Clock {
     /// The exchange's time now, in milliseconds since the epoch.
     pub fn now_ms(&self) -> i64 {
-        local_now_ms().saturating_add(self.offset_ms.load(Ordering::Relaxed))
+        local_now_ms().saturating_add(self.offset_ms())
     }
 
     pub fn offset_ms(&self) -> i64 {
-        self.offset_ms.load(Ordering::Relaxed)
+        self.learned().offset_ms
     }
 
-    /// Learns the offset from a server time read in an answer to a request sent at `sent_ms` and
-    /// answered at `received_ms` (local times): the server read its clock about halfway between.
-    /// The offset is at most [`MAX_OFFSET_MS`] either way.
+    fn learned(&self) -> std::sync::MutexGuard<'_, Learned> {
+        self.learned.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Learns the offset from a rejected timestamp's answer, which told the server's time, to a
+    /// request sent at `sent_ms` and answered at `received_ms` (local times): the server read its
+    /// clock about halfway between. The offset is at most [`MAX_OFFSET_MS`] either way.
     pub fn correct(&self, server_ms: i64, sent_ms: i64, received_ms: i64) -> i64 {
         let offset = estimate_offset(server_ms, sent_ms, received_ms);
-        self.offset_ms.store(offset, Ordering::Relaxed);
+        *self.learned() = Learned { offset_ms: offset, from_rejection_ms: Some(offset) };
         offset
     }
 
     /// Learns the offset from the `Date` of an answer that accepted a request signed with
-    /// `signed_offset_ms`, when the `Date` is clearly off the offset in use and agrees with that
-    /// acceptance. Returns the new offset when it changed.
+    /// `signed_offset_ms`, when the `Date` is clearly earlier than the offset in use and agrees
+    /// with what the exchange accepted and rejected. Returns the new offset when it changed.
     pub fn correct_from_date(
         &self,
         date_ms: i64,
@@ -68,12 +82,15 @@ impl Clock {
             return None;
         }
         let offset = estimate_offset(date_ms, sent_ms, received_ms);
-        let from_signed = (i128::from(offset) - i128::from(signed_offset_ms)).abs();
-        let from_current = (i128::from(offset) - i128::from(self.offset_ms())).abs();
-        let agrees_with_acceptance = from_signed <= i128::from(TIMESTAMP_WINDOW_MS + 1_000) + round_trip;
-        let clearly_off = from_current > i128::from(DATE_PRECISION_MS) + round_trip / 2;
-        (agrees_with_acceptance && clearly_off).then(|| {
-            self.offset_ms.store(offset, Ordering::Relaxed);
+        let mut learned = self.learned();
+        let distance = |from: i64| (i128::from(offset) - i128::from(from)).abs();
+        let clearly_earlier =
+            i128::from(learned.offset_ms) - i128::from(offset) > i128::from(DATE_PRECISION_MS) + round_trip / 2;
+        let agrees_with_acceptance = distance(signed_offset_ms) <= i128::from(TIMESTAMP_WINDOW_MS + 1_000) + round_trip;
+        let agrees_with_rejection =
+            learned.from_rejection_ms.is_none_or(|exact| distance(exact) <= i128::from(TIMESTAMP_WINDOW_MS - 1_000));
+        (clearly_earlier && agrees_with_acceptance && agrees_with_rejection).then(|| {
+            learned.offset_ms = offset;
             offset
         })
     }
@@ -108,36 +125,39 @@ mod tests {
     }
 
     #[test]
-    fn a_date_moves_the_offset_only_when_clearly_off_and_consistent_with_the_acceptance() {
+    fn a_date_moves_the_exchanges_time_only_earlier_and_only_when_clearly() {
         let clock = Clock::default();
-        // Within the precision of a whole-second date: the offset in use stays.
+        // Within the precision of a whole-second date, or later: the offset in use stays.
         assert_eq!(clock.correct_from_date(10_000 - 1_999, 0, 10_000, 10_000), None);
-        assert_eq!(clock.correct_from_date(10_000 + 1_500, 0, 10_000, 10_200), None);
-        // Beyond it by more than half of a slow round trip only.
-        assert_eq!(clock.correct_from_date(18_000, 0, 10_000, 16_000), None);
+        assert_eq!(clock.correct_from_date(10_000 + 5_000, 0, 10_000, 10_200), None);
+        // Earlier by less than 2 s and half of a slow round trip.
+        assert_eq!(clock.correct_from_date(8_500, 0, 10_000, 16_000), None);
         assert_eq!(clock.offset_ms(), 0);
         // This machine 20 s ahead: learned, from the middle of the round trip.
         assert_eq!(clock.correct_from_date(80_000, 0, 100_000, 100_400), Some(-20_200));
-        assert_eq!(clock.correct_from_date(81_000, -20_200, 100_000, 100_400), None, "the same second, read again");
+        assert_eq!(clock.correct_from_date(79_000, -20_200, 100_000, 100_400), None, "the second before, read again");
         // This machine's clock set back during the request.
         assert_eq!(clock.correct_from_date(0, -20_200, 100_000, 99_000), None);
         assert_eq!(clock.offset_ms(), -20_200);
     }
 
     #[test]
-    fn a_date_the_exchanges_acceptance_contradicts_is_not_taken() {
-        // Learned from a rejected timestamp: the exchange is 90 s behind this machine.
+    fn a_date_the_exchanges_acceptance_or_rejection_contradicts_is_not_taken() {
+        // Accepted with a timestamp signed by this machine's clock: a `Date` 40 s earlier is not
+        // the exchange's clock, nor an absurd one.
         let clock = Clock::default();
+        assert_eq!(clock.correct_from_date(60_000, 0, 100_000, 100_000), None);
+        assert_eq!(clock.correct_from_date(i64::MIN, 0, i64::MAX, i64::MAX), None);
+        // A rejected timestamp taught that the exchange is 90 s behind this machine.
         clock.correct(10_000, 100_000, 100_000);
         assert_eq!(clock.offset_ms(), -90_000);
-        // A proxy's `Date` by this machine's clock, on an answer the exchange accepted with the
-        // timestamp signed 90 s back: that `Date` is not the exchange's clock.
+        // A proxy's `Date` by this machine's clock would be later: never taken.
         assert_eq!(clock.correct_from_date(100_000, -90_000, 100_000, 100_200), None);
+        // 30.5 s earlier than the rejection taught: within what the exchange accepted, but
+        // requests signed by it would be rejected again.
+        assert_eq!(clock.correct_from_date(100_000 - 120_500, -90_000, 100_000, 100_000), None);
         assert_eq!(clock.offset_ms(), -90_000);
-        // Within the exchange's 30 s (and a second for the `Date`, and the round trip): taken.
-        assert_eq!(clock.correct_from_date(100_000 - 59_000, -90_000, 100_000, 100_000), Some(-59_000));
-        // An absurd `Date` on an accepted request contradicts the acceptance too.
-        assert_eq!(clock.correct_from_date(i64::MAX, -59_000, 100_000, 100_000), None);
-        assert_eq!(clock.correct_from_date(i64::MIN, -59_000, i64::MAX, i64::MAX), None);
+        // 25 s earlier: taken.
+        assert_eq!(clock.correct_from_date(100_000 - 115_000, -90_000, 100_000, 100_000), Some(-115_000));
     }
 }

@@ -29,7 +29,7 @@ const POLL_BACKOFF: Family = Family::gauge(
 );
 const CLOCK_OFFSET: Family = Family::gauge(
     "capi_clock_offset_seconds",
-    "The exchange's clock minus this machine's, as learned from its answers (a rejected timestamp, error 40008, or an HTTP Date over 2 s off); requests are signed and bills asked for by the corrected time",
+    "The exchange's clock minus this machine's, as learned from its answers (a rejected timestamp, error 40008, or an HTTP Date over 2 s earlier); requests are signed and bills asked for by the corrected time",
 );
 const POLLER_RESTARTS: Family = Family::counter(
     "capi_poller_restarts",

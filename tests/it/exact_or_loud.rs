@@ -314,10 +314,25 @@ async fn a_clock_ahead_by_less_than_the_exchange_rejects_is_learned_and_a_late_b
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_date_ahead_of_the_exchanges_clock_does_not_move_the_bill_window_ahead() {
+    // A load balancer whose clock is 20 s ahead writes the `Date`; this machine's clock and the
+    // exchange's agree. Taken, it would settle bills 10 s after the exchange's now with a 10 s
+    // overlap, and a bill listed 5 s late would never be counted.
+    let exchange = Exchange::start(SimOptions { date: DateHeader::Skewed(20_000), ..SimOptions::default() }).await;
+    let exporter = Exporter::start(&exchange, &["--bills.overlap", "10s"]);
+    exporter.wait_up().await;
+    let late = NewBill { visible_after: Duration::from_secs(5), ..common::usdt_bill("deposit", 4_321, 0) };
+    exchange.sim.add_bill(exchange.key(), late);
+    let counted = exporter.wait_for("the late deposit counted", |s| s.sum("capi_bills_total", &[]) == 1.0).await;
+    assert_eq!(counted.value("capi_bill_amount_total", &[("direction", "in")]), Some(43.21));
+    assert_eq!(counted.value("capi_clock_offset_seconds", &[]), Some(0.0));
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_date_by_another_clock_does_not_undo_the_correction_of_a_rejected_timestamp() {
     // This machine's clock 90 s ahead, and a proxy on it that dates the answers by it, as nginx
     // does: the `Date` contradicts the exchange's acceptance of requests signed 90 s back.
-    let options = SimOptions { clock_offset_ms: -90_000, date: DateHeader::ThisMachine, ..SimOptions::default() };
+    let options = SimOptions { clock_offset_ms: -90_000, date: DateHeader::Skewed(90_000), ..SimOptions::default() };
     let exchange = Exchange::start(options).await;
     let exporter = Exporter::start(&exchange, &["--bills.overlap", "10s"]);
     exporter
