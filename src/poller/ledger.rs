@@ -87,10 +87,11 @@ const MAX_PENDING: usize = 256;
 const MAX_AHEAD_MS: i64 = 86_400_000;
 
 /// Records no longer shown that are kept, per coin, to resume if they come back (about 600 bytes
-/// each). Beyond, the longest hidden isolated position's record is folded into what gone records
-/// moved, since a closed position's record never comes back; only if there is none, the longest
-/// hidden record.
-const MAX_HIDDEN: usize = 4;
+/// each: 10 KB a coin at most, and only for accounts that closed as many isolated positions).
+/// Beyond, the longest hidden isolated position's record is folded into what gone records moved,
+/// since a closed position's record never comes back; only if there is none, the longest hidden.
+/// A record folded and then shown again starts afresh, which counts what it moved wrong.
+const MAX_HIDDEN: usize = 16;
 
 /// A value per running total, in the order of [`RUNNING_TOTALS`]: a fixed array, since a
 /// map keyed by field names took a quarter of the exporter's memory at 1,000 accounts. Saved as
@@ -163,6 +164,8 @@ struct Observation {
     coin_id: u64,
     /// By the exchange's clock: every bill created up to this time is in these totals.
     at_ms: i64,
+    /// The records' latest `updated_time`: every bill booked before the answer is up to it.
+    updated_ms: Option<i64>,
     records: Vec<ObservedRecord>,
 }
 
@@ -232,14 +235,14 @@ impl Ledger {
     /// answer, while one booked before it moved `updated_time` to its own time.
     pub fn observe(&mut self, coin_id: u64, info: &AccountInfo, asked_at_ms: i64) {
         let mine = info.collateral.iter().filter(|c| c.coin_number() == Some(coin_id));
-        let mut at_ms = asked_at_ms.saturating_sub(1);
+        let mut updated_ms = None;
         let mut records: Vec<ObservedRecord> = Vec::new();
         for collateral in mine {
             // A record cannot have changed after the answer; a time far beyond the request (another
             // unit, a glitch) would keep the answer waiting for ever, so it is not taken.
             let updated =
                 collateral.updated_time.map(|t| t.0).filter(|t| *t <= asked_at_ms.saturating_add(MAX_AHEAD_MS));
-            at_ms = at_ms.max(updated.unwrap_or(i64::MIN));
+            updated_ms = updated_ms.max(updated);
             let key = record_key(collateral);
             if records.iter().all(|r| r.key != key) {
                 // A record listed twice is taken once, as the first listing shows it.
@@ -255,7 +258,8 @@ impl Ledger {
         if self.pending.len() == MAX_PENDING {
             self.pending.remove(0);
         }
-        self.pending.push(Observation { coin_id, at_ms, records });
+        let at_ms = asked_at_ms.saturating_sub(1).max(updated_ms.unwrap_or(i64::MIN));
+        self.pending.push(Observation { coin_id, at_ms, updated_ms, records });
     }
 
     /// Takes a bill just counted, of the coin with this id.
@@ -322,24 +326,11 @@ impl Ledger {
     }
 
     fn compare(&mut self, observation: Observation) {
-        let bills = self.take_bills(observation.coin_id, observation.at_ms);
-        let Some(ledger) = self.coins.iter_mut().find(|c| c.coin_id == observation.coin_id) else {
-            // The first settled answer: the bills up to it are in its totals already.
-            let records = observation
-                .records
-                .into_iter()
-                .map(|r| ComparedRecord {
-                    key: r.key,
-                    created_ms: r.created_ms,
-                    from_zero: false,
-                    start: r.totals,
-                    latest: r.totals,
-                })
-                .collect();
-            let (coin_id, since_ms) = (observation.coin_id, observation.at_ms);
-            self.coins.push(CoinLedger { coin_id, since_ms, records, ..CoinLedger::default() });
-            return;
+        let Some(index) = self.coins.iter().position(|c| c.coin_id == observation.coin_id) else {
+            return self.begin(observation);
         };
+        let bills = self.take_bills(observation.coin_id, observation.at_ms);
+        let ledger = &mut self.coins[index];
         ledger.bills.add_all(&bills);
         ledger.hide_records_not_in(&observation.records);
         for observed in observation.records {
@@ -353,6 +344,28 @@ impl Ledger {
                 record.latest.0[i] = Some(value);
             }
         }
+    }
+
+    /// Begins a coin's comparison with its first settled answer. A bill booked before the answer
+    /// moved a record's `updated_time` to its own time or later, so the bills up to the latest are
+    /// in the totals already and are let go. Those after it, up to the answer's time, were booked
+    /// after the answer (which this machine's clock, a little ahead, can date late): they go to the
+    /// next comparison, which would otherwise differ by them for good.
+    fn begin(&mut self, observation: Observation) {
+        let since_ms = observation.updated_ms.unwrap_or(observation.at_ms);
+        self.take_bills(observation.coin_id, since_ms);
+        let records = observation
+            .records
+            .into_iter()
+            .map(|r| ComparedRecord {
+                key: r.key,
+                created_ms: r.created_ms,
+                from_zero: false,
+                start: r.totals,
+                latest: r.totals,
+            })
+            .collect();
+        self.coins.push(CoinLedger { coin_id: observation.coin_id, since_ms, records, ..CoinLedger::default() });
     }
 
     /// Removes and sums the uncompared bills of a coin created up to `through_ms`.
@@ -455,7 +468,8 @@ impl ComparedRecord {
     /// Whether it is an isolated position's record (see [`record_key`]), which goes for good when
     /// the position closes.
     fn is_isolated_position(&self) -> bool {
-        self.key.rsplit('/').next().is_some_and(|id| !id.is_empty() && id != "0")
+        let id = self.key.rsplit('/').next().unwrap_or_default();
+        self.key.starts_with("ISOLATED/") && !id.is_empty() && id != "0"
     }
 
     /// What each running total moved since the record entered the comparison.

@@ -161,6 +161,19 @@ fn bills_before_the_first_settled_answer_are_in_its_totals_already() {
 }
 
 #[test]
+fn a_bill_booked_after_the_first_answer_but_before_its_asking_time_goes_to_the_next_comparison() {
+    // This machine's clock a little ahead: the answer, given at 880 by the exchange's clock, is
+    // dated 900. A deposit at 890 is not in it.
+    let mut ledger = Ledger::default();
+    ledger.observe(USDT, &answer(vec![record(500, &[("cum_deposit_amount", dec("10"))])]), 900);
+    ledger.count(&bill(890, "deposit", dec("5"), Decimal::ZERO), USDT);
+    ledger.settle(1_000);
+    ledger.observe(USDT, &answer(vec![record(890, &[("cum_deposit_amount", dec("15"))])]), 1_100);
+    ledger.settle(1_100);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
+}
+
+#[test]
 fn a_total_that_moves_without_a_bill_and_a_bill_hidden_from_the_query_both_show() {
     let mut ledger = Ledger::default();
     let totals =
