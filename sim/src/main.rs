@@ -67,12 +67,15 @@ async fn run(cli: SimCli) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}; choose another --listen", cli.listen))?;
     let activity = cli.activity_tick_ms.map(|ms| exchange.spawn_activity(cli.seed, Duration::from_millis(ms)));
-    println!("capi_sim listening on http://{address} accounts={}", accounts.len());
+    // Listened for before the address is printed: a signal sent as soon as it is, before the
+    // listening began, would be lost.
+    let mut interrupt = signal(SignalKind::interrupt()).context("cannot watch for SIGINT")?;
     let mut terminate = signal(SignalKind::terminate()).context("cannot watch for SIGTERM")?;
     let mut stop_activity = signal(SignalKind::user_defined1()).context("cannot watch for SIGUSR1")?;
+    println!("capi_sim listening on http://{address} accounts={}", accounts.len());
     loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => break,
+            _ = interrupt.recv() => break,
             _ = terminate.recv() => break,
             _ = stop_activity.recv() => {
                 if let Some(activity) = &activity {

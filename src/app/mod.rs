@@ -415,12 +415,16 @@ async fn next_delivery(signal: &mut Option<Signal>) -> Option<()> {
     }
 }
 
-/// Completes on Ctrl-C or SIGTERM.
-pub async fn shutdown_signal() {
+/// Completes on Ctrl-C or SIGTERM, listened for from the call on (in the runtime): a signal
+/// that comes before the listening began is lost, and the exporter says it serves only after.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> {
+    let mut interrupt = signal(SignalKind::interrupt()).ok();
     let mut terminate = signal(SignalKind::terminate()).ok();
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = next_delivery(&mut terminate) => {}
+    async move {
+        tokio::select! {
+            _ = next_delivery(&mut interrupt) => {}
+            _ = next_delivery(&mut terminate) => {}
+        }
     }
 }
 
