@@ -162,7 +162,8 @@ pub struct Ledger {
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Observation {
     coin_id: u64,
-    /// By the exchange's clock: every bill created up to this time is in these totals.
+    /// By the exchange's clock, the answer's time: its comparison takes the bills created up to
+    /// it (one booked just after the answer makes that comparison differ, and the next agree).
     at_ms: i64,
     /// The records' latest `updated_time`: every bill booked before the answer is up to it.
     updated_ms: Option<i64>,
@@ -187,7 +188,7 @@ struct Uncompared {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct CoinLedger {
     coin_id: u64,
-    /// The settled answer the comparison began with.
+    /// When the comparison began: the latest update of the first settled answer's records.
     since_ms: i64,
     /// Each record the latest answer showed: its totals when it entered the comparison, and at
     /// the latest.
@@ -332,7 +333,7 @@ impl Ledger {
         let bills = self.take_bills(observation.coin_id, observation.at_ms);
         let ledger = &mut self.coins[index];
         ledger.bills.add_all(&bills);
-        ledger.hide_records_not_in(&observation.records);
+        ledger.hide_and_resume(&observation.records);
         for observed in observation.records {
             let index = ledger.record_index(observed.key, observed.created_ms);
             let record = &mut ledger.records[index];
@@ -425,7 +426,7 @@ impl CoinLedger {
 
     /// Resumes the hidden records an answer shows and hides those it does not; beyond
     /// [`MAX_HIDDEN`], folds one into `gone` (see there which).
-    fn hide_records_not_in(&mut self, observed: &[ObservedRecord]) {
+    fn hide_and_resume(&mut self, observed: &[ObservedRecord]) {
         let is_shown = |record: &ComparedRecord| observed.iter().any(|r| r.key == record.key);
         let (resumed, still_hidden): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.hidden).into_iter().partition(is_shown);
