@@ -240,9 +240,10 @@ impl Ledger {
         let mut records: Vec<ObservedRecord> = Vec::new();
         for collateral in mine {
             // A record cannot have changed after the answer; a time far beyond the request (another
-            // unit, a glitch) would keep the answer waiting for ever, so it is not taken.
-            let updated =
-                collateral.updated_time.map(|t| t.0).filter(|t| *t <= asked_at_ms.saturating_add(MAX_AHEAD_MS));
+            // unit, a glitch) would keep the answer waiting for ever, and one before the epoch (-1
+            // for "never") is no time a comparison can begin at, so neither is taken.
+            let plausible = 0..=asked_at_ms.saturating_add(MAX_AHEAD_MS);
+            let updated = collateral.updated_time.map(|t| t.0).filter(|t| plausible.contains(t));
             updated_ms = updated_ms.max(updated);
             let key = record_key(collateral);
             if records.iter().all(|r| r.key != key) {

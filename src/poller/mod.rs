@@ -93,9 +93,7 @@ impl Checkpoint {
                 }
             }
             Some(Err(e)) => {
-                // Opening the state file checked every entry and said at error level which
-                // could not be read and what was done.
-                debug!(account, error = %e, "counting afresh: the account's entry in the state file is not valid");
+                error!(account, error = %e, "counting afresh: the account's entry in the state file is not valid");
                 Self::default()
             }
             Some(Ok(None)) | None => Self::default(),

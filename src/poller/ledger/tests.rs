@@ -131,6 +131,17 @@ fn an_update_time_far_beyond_the_request_does_not_keep_the_answer_waiting() {
 }
 
 #[test]
+fn an_update_time_before_the_epoch_is_not_taken_and_the_ledger_saved_reads_back() {
+    let mut ledger = Ledger::default();
+    // -1 for "never", as some APIs write it.
+    ledger.observe(USDT, &answer(vec![record(-1, &[("cum_deposit_amount", dec("0"))])]), 1_000);
+    ledger.settle(1_000);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
+    let read: Ledger = serde_json::from_str(&serde_json::to_string(&ledger).unwrap()).unwrap();
+    assert_eq!(read.check(&(0..=4_102_444_800_000)), Ok(()), "what is saved is read back at the next start");
+}
+
+#[test]
 fn a_bill_of_the_requests_millisecond_booked_after_the_answer_waits_for_the_next_one() {
     let mut ledger = Ledger::default();
     ledger.observe(USDT, &answer(vec![record(100, &[("cum_deposit_amount", dec("0"))])]), 100);
