@@ -8,7 +8,7 @@ use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use crate::config::{AccountConfig, Accounts, Config, ConfigError};
 use crate::exposition::Exposition;
 use crate::poller::budget::{self, AccountBudget, WeightWindow};
-use crate::poller::state::{Opened, StateError, StateStore};
+use crate::poller::state::{Forgotten, Opened, StateError, StateStore};
 use crate::poller::{PollSettings, PolledAccount, PollerSetup};
 use crate::snapshot::AccountSlot;
 use crate::web::{self, app, AppState, ReloadRequest, WebStack};
@@ -66,7 +66,7 @@ pub async fn run(
     };
     let (wanted, settings) = wiring.plan(&config);
     if let Some(store) = &wiring.store {
-        forget_unpolled(store, &wanted);
+        forget_unpolled(store, &wanted)?;
     }
     info!(
         version = crate::version::VERSION,
@@ -379,13 +379,13 @@ fn open_state(path: &std::path::Path) -> Result<StateStore, StateError> {
 /// Kept, an account that comes back (a shard count changed and changed back) would resume from
 /// its old cursor and count again the bills that the replica which polled it meanwhile counted.
 /// (A reload keeps them: an account it removes is polled by no one until one adds it back.)
-fn forget_unpolled(store: &StateStore, wanted: &[Wanted]) {
+fn forget_unpolled(store: &StateStore, wanted: &[Wanted]) -> Result<(), StateError> {
     let polled: Vec<&str> = wanted.iter().map(|w| w.account.name.as_str()).collect();
-    let others = store.forget_others(&polled);
-    if !others.is_empty() {
-        warn!(accounts = %others.join(","),
-            "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then");
+    if let Some(Forgotten { accounts, kept }) = store.forget_others(&polled)? {
+        warn!(accounts = %accounts.join(","), kept = %kept.display(),
+            "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (the file as it was is kept aside: if the accounts were left out by mistake, stop the exporter and put it back)");
     }
+    Ok(())
 }
 
 /// SIGUSR1, SIGUSR2 and SIGALRM would end the process (their default action), yet nothing here

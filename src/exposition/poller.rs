@@ -17,8 +17,10 @@ const DECODE_PROBLEMS: Family = Family::counter(
     "capi_api_decode_problems",
     "Fields of exchange answers that could not be read; the rest of the record was kept",
 );
-const STATE_FILE_ERRORS: Family =
-    Family::counter("capi_state_file_errors", "Failed writes of the state file (the figures were still published)");
+const STATE_FILE_ERRORS: Family = Family::counter(
+    "capi_state_file_errors",
+    "Failed writes of the state file; meanwhile the bill counters shown stay as last saved",
+);
 const POLL_INTERVAL: Family = Family::gauge(
     "capi_poll_interval_seconds",
     "Time between the starts of two polls of the account: --poll.interval, or longer when the accounts and coins do not fit the exchange's weight budget in it",

@@ -132,6 +132,8 @@ pub struct AccountPoller {
     /// not at every poll.
     previous_failures: BTreeSet<String>,
     failures: BTreeSet<String>,
+    /// Whether the last save failed: a lasting failure is said once, and its end too.
+    save_failing: bool,
 }
 
 impl AccountPoller {
@@ -153,6 +155,7 @@ impl AccountPoller {
             backoff: Backoff::default(),
             previous_failures: BTreeSet::new(),
             failures: BTreeSet::new(),
+            save_failing: false,
         }
     }
 
@@ -422,14 +425,23 @@ impl AccountPoller {
 
     /// Saves the poll's state, if there is a state file; returns whether its counters may be
     /// published.
-    async fn save_state(&self, checkpoint: &Checkpoint) -> bool {
+    async fn save_state(&mut self, checkpoint: &Checkpoint) -> bool {
         let (Some(store), Some(cursor)) = (&self.store, &checkpoint.cursor) else { return true };
         let saved = store.save(self.slot.name(), cursor, &checkpoint.counters, &checkpoint.ledger).await;
-        if let Err(e) = &saved {
-            lock(&self.stats).state_file_errors += 1;
-            error!(account = self.slot.name(), error = %e, "cannot save the state file; the bill counters shown stay as last saved until a save succeeds, so that a restart cannot count bills twice");
+        let account = self.slot.name();
+        match (&saved, self.save_failing) {
+            (Err(e), false) => {
+                error!(account, error = %e, "cannot save the state file; the bill counters shown stay as last saved until a save succeeds, so that a restart cannot count bills twice")
+            }
+            (Err(e), true) => debug!(account, error = %e, "cannot save the state file, again"),
+            (Ok(()), true) => info!(account, "the state file is saved again; the bill counters shown are current"),
+            (Ok(()), false) => {}
         }
-        saved.is_ok()
+        if saved.is_err() {
+            lock(&self.stats).state_file_errors += 1;
+        }
+        self.save_failing = saved.is_err();
+        !self.save_failing
     }
 }
 

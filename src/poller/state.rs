@@ -8,6 +8,10 @@
 //! of an account are always saved together, so after a restart the cursor re-reads exactly the
 //! bills whose counting was lost. Pollers that finish while a write is running are saved
 //! together by the next write (group commit), so many accounts do not mean many writes.
+//!
+//! One process uses a state file at a time: it holds a lock on `<file>.lock` while it runs, and
+//! a second one refuses to start, since two writers would each drop the other's counts. The file
+//! is readable by the exporter's user only: it holds balances and sums.
 
 use super::cursor::{known, CursorState, KnownValues};
 use super::ledger::Ledger;
@@ -21,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io::Write as _;
+use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -42,6 +47,14 @@ pub enum StateError {
     TooLarge { path: PathBuf },
     #[error("state file {path} is not valid ({detail})")]
     Corrupt { path: PathBuf, detail: String },
+    #[error("state file {path} was written by a newer exporter (format {format}; this one reads {FORMAT}); it is left as it is (run the newer version, or move the file away to count afresh)")]
+    Newer { path: PathBuf, format: u32 },
+    #[error(
+        "state file {path} is in use by another process (it holds {lock}); give each exporter a state file of its own"
+    )]
+    InUse { path: PathBuf, lock: PathBuf },
+    #[error("cannot lock state file {path} with {lock}: {error} (let the exporter's user write the file's folder)")]
+    Lock { path: PathBuf, lock: PathBuf, error: std::io::Error },
     #[error("cannot keep the unreadable state file {path} as {aside}: {error}; it is left as it is (make its folder writable, or move it away)")]
     CannotKeep { path: PathBuf, aside: PathBuf, error: std::io::Error },
     #[error("cannot write state file {path}: {error}; bills counted since the last save are not shown until a save succeeds (let the exporter's user write the file and its folder, and check the disk has room)")]
@@ -69,6 +82,14 @@ pub enum Opened {
     /// Some entries are not valid: the file as it was is copied to `kept`, and those accounts
     /// count afresh. Each entry with what is wrong with it.
     BadEntries { kept: PathBuf, entries: Vec<(String, String)> },
+}
+
+/// Entries dropped for accounts not polled (see [`StateStore::forget_others`]), and where the
+/// file holding them was copied.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Forgotten {
+    pub accounts: Vec<String>,
+    pub kept: PathBuf,
 }
 
 /// One account's saved state.
@@ -140,6 +161,8 @@ pub struct StateStore {
     /// The generation last written to disk; held while writing, by the write itself, so that a
     /// save given up on (see [`SAVE_PATIENCE`]) leaves no second write beside it.
     written: Arc<tokio::sync::Mutex<u64>>,
+    /// The lock on `<file>.lock`, held while the store lives; none over bytes given.
+    _lock: Option<std::fs::File>,
 }
 
 /// How long a save waits for the one before it, and for its own write: both take milliseconds,
@@ -153,12 +176,21 @@ impl StateStore {
     /// left out of the next write. A file that cannot be read, or kept aside, is an error:
     /// nothing may overwrite it.
     pub fn open(path: &Path) -> Result<(Self, Opened), StateError> {
-        let Some(bytes) = read(path)? else { return Ok((Self::new(path, BTreeMap::new()), Opened::Missing)) };
+        // Read first: a path refused (a directory, a device) gets no lock file beside it. A
+        // process that held the lock meanwhile wrote consistent entries, and ends before this
+        // one writes: its last save is at most re-read from an earlier one, never counted twice.
+        let bytes = read(path)?;
+        let lock = Some(lock(path)?);
+        let Some(bytes) = bytes else {
+            return Ok((Self { _lock: lock, ..Self::new(path, BTreeMap::new()) }, Opened::Missing));
+        };
         let file = match parse(path, &bytes) {
             Ok(file) => file,
+            Err(error @ StateError::Newer { .. }) => return Err(error),
             Err(error) => {
-                let aside = keep_aside(path, |aside| std::fs::rename(path, aside))?;
-                return Ok((Self::new(path, BTreeMap::new()), Opened::MovedAside { aside, error: error.to_string() }));
+                let aside = keep_aside(path, CORRUPT, |aside| std::fs::rename(path, aside))?;
+                let opened = Opened::MovedAside { aside, error: error.to_string() };
+                return Ok((Self { _lock: lock, ..Self::new(path, BTreeMap::new()) }, opened));
             }
         };
         let mut accounts = file.accounts;
@@ -169,7 +201,7 @@ impl StateStore {
         let opened = if bad.is_empty() {
             Opened::Loaded { accounts: accounts.len() }
         } else {
-            let kept = keep_aside(path, |aside| std::fs::copy(path, aside).map(drop))?;
+            let kept = keep_aside(path, CORRUPT, |aside| std::fs::copy(path, aside).map(drop))?;
             // The copy holds them; the next write leaves them out, so that an entry of an
             // account no longer configured is not copied aside again at every start.
             for (account, _) in &bad {
@@ -177,7 +209,7 @@ impl StateStore {
             }
             Opened::BadEntries { kept, entries: bad }
         };
-        Ok((Self::new(path, accounts), opened))
+        Ok((Self { _lock: lock, ..Self::new(path, accounts) }, opened))
     }
 
     fn new(path: &Path, accounts: BTreeMap<String, Box<RawValue>>) -> Self {
@@ -185,6 +217,7 @@ impl StateStore {
             path: path.to_path_buf(),
             entries: Mutex::new(Entries { accounts, generation: 0 }),
             written: Arc::default(),
+            _lock: None,
         }
     }
 
@@ -194,13 +227,18 @@ impl StateStore {
         Ok(Self::new(path, parse(path, bytes)?.accounts))
     }
 
-    /// Drops the entries of accounts not in `kept` (from the next write on), and returns their
-    /// names.
-    pub fn forget_others(&self, kept: &[&str]) -> Vec<String> {
+    /// Drops the entries of accounts not in `kept` (from the next write on), once the file that
+    /// holds them is copied aside as `<file>.unpolled`: a start with the wrong accounts (a wrong
+    /// flag) must not lose the others' state for good.
+    pub fn forget_others(&self, kept: &[&str]) -> Result<Option<Forgotten>, StateError> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let others: Vec<String> = entries.accounts.keys().filter(|a| !kept.contains(&a.as_str())).cloned().collect();
+        if others.is_empty() {
+            return Ok(None);
+        }
+        let kept_as = keep_aside(&self.path, UNPOLLED, |aside| std::fs::copy(&self.path, aside).map(drop))?;
         entries.accounts.retain(|account, _| kept.contains(&account.as_str()));
-        others
+        Ok(Some(Forgotten { accounts: others, kept: kept_as }))
     }
 
     /// The names of the accounts that have an entry.
@@ -282,12 +320,17 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
     }
 }
 
-/// Keeps the file as `<path>.corrupt` (or `.corrupt.1`, `.2`... when taken) by `keep`, which
+/// The suffixes of the copies kept aside: of a file not valid, and of one whose entries of
+/// accounts not polled were dropped.
+const CORRUPT: &str = ".corrupt";
+const UNPOLLED: &str = ".unpolled";
+
+/// Keeps the file as `<path><suffix>` (or `<suffix>.1`, `.2`... when taken) by `keep`, which
 /// renames or copies it there. Failing to keep it is an error: it must not be overwritten.
-fn keep_aside(path: &Path, keep: impl Fn(&Path) -> std::io::Result<()>) -> Result<PathBuf, StateError> {
+fn keep_aside(path: &Path, suffix: &str, keep: impl Fn(&Path) -> std::io::Result<()>) -> Result<PathBuf, StateError> {
     let name = |n: u32| {
         let mut aside = path.as_os_str().to_owned();
-        aside.push(if n == 0 { ".corrupt".to_owned() } else { format!(".corrupt.{n}") });
+        aside.push(if n == 0 { suffix.to_owned() } else { format!("{suffix}.{n}") });
         PathBuf::from(aside)
     };
     let cannot_keep = |aside: PathBuf, error| StateError::CannotKeep { path: path.to_path_buf(), aside, error };
@@ -303,6 +346,9 @@ fn keep_aside(path: &Path, keep: impl Fn(&Path) -> std::io::Result<()>) -> Resul
 fn parse(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     let corrupt = |detail: String| StateError::Corrupt { path: path.to_path_buf(), detail };
     let file: StateFile = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    if file.format > FORMAT {
+        return Err(StateError::Newer { path: path.to_path_buf(), format: file.format });
+    }
     if file.format != FORMAT {
         return Err(corrupt(format!("format {} is not the supported {FORMAT}", file.format)));
     }
@@ -315,12 +361,31 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     temporary.push(".tmp");
     let temporary = PathBuf::from(temporary);
     let mut file = std::fs::File::create(&temporary).map_err(fail)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
     file.write_all(bytes).map_err(fail)?;
     file.sync_all().map_err(fail)?;
     std::fs::rename(&temporary, path).map_err(fail)?;
     // The rename itself is only durable once the folder is synced.
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::File::open(folder).and_then(|f| f.sync_all()).map_err(fail)
+}
+
+/// Takes the lock on `<path>.lock`, which the returned file holds until it is closed (by the
+/// operating system too, if the process dies).
+fn lock(path: &Path) -> Result<std::fs::File, StateError> {
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".lock");
+    let lock_path = PathBuf::from(lock_path);
+    let failed = |error| StateError::Lock { path: path.to_path_buf(), lock: lock_path.clone(), error };
+    let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path);
+    let file = file.map_err(failed)?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            Err(StateError::InUse { path: path.to_path_buf(), lock: lock_path.clone() })
+        }
+        Err(std::fs::TryLockError::Error(error)) => Err(failed(error)),
+    }
 }
 
 /// Times a saved cursor can hold: from the epoch to the year 2100. Anything else is not a time
@@ -534,6 +599,7 @@ mod tests {
         let ledger = sample_ledger();
         assert!(!ledger.differences().is_empty());
         store.save("main", &cursor, &counters, &ledger).await.unwrap();
+        drop(store);
         let (reopened, opened) = StateStore::open(&path).unwrap();
         assert_eq!(opened, Opened::Loaded { accounts: 1 });
         assert_eq!(reopened.restore("main").unwrap(), Some(Restored { cursor, counters, ledger }));
@@ -550,6 +616,7 @@ mod tests {
         let balance = LatestBalance { ctime_ms: 1713339011237, bill_id: "1".into(), balance: Decimal::ONE };
         counters.balances.insert(OTHER.into(), balance);
         store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
+        drop(store);
         let restored = StateStore::open(&path).unwrap().0.restore("main").unwrap().unwrap();
         assert!(restored.counters.balances.contains_key("USDT"));
         assert!(!restored.counters.balances.contains_key(OTHER));
@@ -586,6 +653,7 @@ mod tests {
             assert!(store.restore("main").unwrap().is_none());
             let (cursor, counters) = sample();
             store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
+            drop(store);
             assert_eq!(StateStore::open(&path).unwrap().1, Opened::Loaded { accounts: 1 });
         }
     }
@@ -701,7 +769,56 @@ mod tests {
         let written = std::fs::read_to_string(&path).unwrap();
         assert!(written.contains(r#""good""#) && !written.contains(r#""bad""#), "{written}");
         // So the next start finds nothing to copy aside again.
+        drop(store);
         assert!(matches!(StateStore::open(&path).unwrap().1, Opened::Loaded { accounts: 1 }));
         std::fs::remove_file(kept).unwrap();
+    }
+
+    #[tokio::test]
+    async fn one_process_at_a_time_uses_a_state_file() {
+        let path = temp_path("locked");
+        let _ = std::fs::remove_file(&path);
+        let (store, _) = StateStore::open(&path).unwrap();
+        let error = StateStore::open(&path).unwrap_err().to_string();
+        assert!(error.contains("is in use by another process") && error.contains("state.json.lock"), "{error}");
+        let (cursor, counters) = sample();
+        store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "balances and sums are for the exporter's user only");
+        drop(store);
+        assert_eq!(StateStore::open(&path).unwrap().1, Opened::Loaded { accounts: 1 }, "free once closed");
+    }
+
+    #[test]
+    fn a_file_of_a_newer_format_stops_the_start_and_is_left_alone() {
+        let path = temp_path("newer");
+        let content = r#"{"format":2,"accounts":{}}"#;
+        std::fs::write(&path, content).unwrap();
+        let error = StateStore::open(&path).unwrap_err().to_string();
+        assert!(error.contains("written by a newer exporter (format 2; this one reads 1)"), "{error}");
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), content);
+        assert!(!aside(&path, ".corrupt").exists());
+    }
+
+    #[tokio::test]
+    async fn accounts_not_polled_are_dropped_once_the_file_is_copied_aside() {
+        let path = temp_path("unpolled");
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(aside(&path, ".unpolled"));
+        let (store, _) = StateStore::open(&path).unwrap();
+        let (cursor, counters) = sample();
+        for account in ["main", "other"] {
+            store.save(account, &cursor, &counters, &Ledger::default()).await.unwrap();
+        }
+        drop(store);
+        let on_disk = std::fs::read_to_string(&path).unwrap();
+        let (store, _) = StateStore::open(&path).unwrap();
+        assert_eq!(store.forget_others(&["main", "other"]).unwrap(), None, "nothing to drop, nothing copied");
+        let forgotten = store.forget_others(&["main"]).unwrap().unwrap();
+        assert_eq!(forgotten, Forgotten { accounts: vec!["other".into()], kept: aside(&path, ".unpolled") });
+        assert_eq!(std::fs::read_to_string(&forgotten.kept).unwrap(), on_disk, "kept as it was");
+        assert!(store.restore("other").unwrap().is_none());
+        store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
+        assert!(!std::fs::read_to_string(&path).unwrap().contains("\"other\""));
     }
 }

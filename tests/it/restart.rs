@@ -142,6 +142,30 @@ fn a_state_file_that_cannot_be_read_stops_the_start_and_is_left_alone() {
     assert!(!path.with_file_name("state.json.corrupt").exists());
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_second_exporter_on_the_same_state_file_stops_at_start_and_leaves_it_alone() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let path = state_path("shared");
+    let flags = ["--state.file", path.to_str().unwrap(), "--poll.interval", "200ms"];
+    let first = Exporter::start(&exchange, &flags);
+    first.wait_up().await;
+    let second = Exporter::command(&["--demo", "--state.file", path.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8(second.stderr).unwrap();
+    assert_eq!(second.status.code(), Some(1), "{stderr}");
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(errors[0].contains("is in use by another process"), "{stderr}");
+    // The first goes on saving: the second's demo accounts dropped nothing from the file.
+    first
+        .wait_for("a save after the second start", |s| s.value("capi_state_file_errors_total", &[]) == Some(0.0))
+        .await;
+    assert!(std::fs::read_to_string(&path).unwrap().contains("\"default\""));
+    assert!(!path.with_file_name("state.json.unpolled").exists());
+}
+
 /// The exporter as a user without privileges: as root, through `setpriv` as `nobody`, since
 /// root may read and write any file whatever its mode.
 fn unprivileged(args: &[&str]) -> std::process::Command {
@@ -167,13 +191,12 @@ fn a_state_file_the_exporter_may_not_read_or_keep_aside_stops_the_start_untouche
     let unreadable = state_path("no-permission");
     state_with(&unreadable, now_ms(), "[]");
     mode(&unreadable, 0o000).unwrap();
-    // A bad entry must be copied aside before anything is written, in a folder it may not write.
+    // A bad entry must be copied aside before anything is written, in a folder it may not write:
+    // that folder is found out already as the lock beside the file cannot be made.
     let unkeepable = state_path("read-only-folder");
     state_with(&unkeepable, now_ms(), r#"[{"coin":"USDT","business_type":"deposit","count":"many"}]"#);
     mode(unkeepable.parent().unwrap(), 0o555).unwrap();
-    for (state, what) in
-        [(&unreadable, "cannot read state file"), (&unkeepable, "cannot keep the unreadable state file")]
-    {
+    for (state, what) in [(&unreadable, "cannot read state file"), (&unkeepable, "cannot lock state file")] {
         let before = std::fs::read(state).unwrap();
         let output = unprivileged(&["--demo", "--state.file", state.to_str().unwrap()])
             .stderr(std::process::Stdio::piped())
@@ -348,10 +371,12 @@ async fn bills_not_saved_are_not_shown_until_a_save_succeeds() {
     let shown_through = failing.value("capi_bill_cursor_timestamp_seconds", &[]).unwrap();
     assert!(shown_through * 1000.0 < created_ms as f64, "shown final unsaved: {shown_through}");
     let log = exporter.log();
-    let said = log.lines().find(|l| l.contains("cannot write state file")).unwrap_or_else(|| panic!("{log}"));
+    let said: Vec<&str> = log.lines().filter(|l| l.contains("cannot write state file")).collect();
+    assert_eq!(said.len(), 1, "a lasting failure is said once: {log}");
     assert!(
-        said.contains("not shown until a save succeeds") && said.contains("write the file and its folder"),
-        "{said}"
+        said[0].contains("not shown until a save succeeds") && said[0].contains("write the file and its folder"),
+        "{}",
+        said[0]
     );
     std::fs::remove_dir(&path).unwrap();
     exporter
@@ -360,6 +385,9 @@ async fn bills_not_saved_are_not_shown_until_a_save_succeeds() {
         })
         .await;
     assert!(saved_settled_through(&path) > created_ms);
+    assert!(exporter.log().contains("the state file is saved again"), "{}", exporter.log());
+    let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&path).unwrap().permissions());
+    assert_eq!(mode & 0o777, 0o600, "balances and sums are for the exporter's user only");
 }
 
 #[tokio::test(flavor = "multi_thread")]
