@@ -14,7 +14,7 @@
 
 use super::auth::PasswordHash;
 use super::rate_limit::RateLimit;
-use super::tls::{ClientAuth, PemSource, TlsSettings, TlsVersion};
+use super::tls::{ClientAuth, PemSource, ServerTls, TlsSettings, TlsVersion};
 use super::WebError;
 use crate::duration::parse_go;
 use axum::http::{HeaderName, HeaderValue};
@@ -22,7 +22,6 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// A validated web configuration. Reading the certificates and keys it names happens in
 /// [`WebConfig::load`] and again when [`super::serve`] starts, never in [`WebConfig::parse`].
@@ -47,7 +46,7 @@ impl WebConfig {
         let base_dir = path.parent().filter(|dir| !dir.as_os_str().is_empty()).unwrap_or(Path::new("."));
         let mut config = WebConfig::parse(&text, base_dir).map_err(|error| error.in_file(path))?;
         config.file = Some(path.to_path_buf());
-        config.tls_server_config()?;
+        config.server_tls()?;
         Ok(config)
     }
 
@@ -89,12 +88,12 @@ impl WebConfig {
         !self.users.is_empty()
     }
 
-    /// Builds the rustls configuration from the certificate and key files as they are now;
-    /// `None` when the configuration asks for no TLS.
-    pub fn tls_server_config(&self) -> Result<Option<Arc<rustls::ServerConfig>>, WebError> {
+    /// Loads the certificate and key files as they are now; `None` when the configuration asks
+    /// for no TLS.
+    pub(super) fn server_tls(&self) -> Result<Option<ServerTls>, WebError> {
         let Some(tls) = &self.tls else { return Ok(None) };
         let located = |problem: String| WebError { file: self.file.clone(), problem };
-        tls.server_config().map(Some).map_err(located)
+        ServerTls::load(tls.clone()).map(Some).map_err(located)
     }
 }
 

@@ -2,6 +2,7 @@
 //! hyper, a web configuration that a reload can replace, and a graceful stop.
 
 use super::auth::BasicAuth;
+use super::tls::ServerTls;
 use super::{WebError, WebSettings};
 use crate::exposition::CHUNK_BYTES;
 use axum::Router;
@@ -11,12 +12,13 @@ use hyper::Request;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tokio_io_timeout::TimeoutStream;
 use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
@@ -28,6 +30,12 @@ const DRAIN_WITHOUT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const DRAIN_MARGIN: Duration = Duration::from_secs(1);
 /// Pause after an accept error that is not about one connection (e.g. out of file descriptors).
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(500);
+/// Failed TLS handshakes are logged at most once in this long: a scanner or a misconfigured
+/// scraper must not flood the log. Each line counts the failures left out before it.
+const HANDSHAKE_FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
+/// What a client speaking plain HTTP to the TLS port is told, as Go's server tells it.
+const PLAIN_HTTP_ANSWER: &[u8] =
+    b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
 
 /// What the web configuration decides, ready for connections: the routes with the layers it
 /// asks for (basic auth, headers, rate limit) and TLS. A reload of the web configuration file
@@ -36,7 +44,7 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(500);
 pub struct WebStack {
     /// The routes with every layer around them.
     router: Router,
-    tls: Option<TlsAcceptor>,
+    tls: Option<Arc<ServerTls>>,
     /// Closed at shutdown (see [`BasicAuth::close`]).
     auth: Option<Arc<BasicAuth>>,
     settings: WebSettings,
@@ -48,7 +56,7 @@ impl WebStack {
     /// reload that puts it in force.
     pub fn new(routes: Router, settings: WebSettings) -> Result<Arc<Self>, WebError> {
         let tls = match &settings.config {
-            Some(config) => config.tls_server_config()?.map(TlsAcceptor::from),
+            Some(config) => config.server_tls()?.map(Arc::new),
             None => None,
         };
         for warning in settings.config.iter().flat_map(|config| &config.warnings) {
@@ -61,8 +69,9 @@ impl WebStack {
 
 /// Serves on every listener until `shutdown` completes, with the latest of `stacks`. At
 /// `shutdown` it stops accepting, lets the requests in flight finish (for at most the request
-/// timeout), closes idle connections, and returns. A bad client or a failed handshake closes that
-/// one connection and is logged at debug level.
+/// timeout), closes idle connections, and returns. A bad client closes that one connection and is
+/// logged at debug level; a failed TLS handshake too, and it is logged as a warning (see
+/// [`HANDSHAKE_FAILURE_LOG_EVERY`]) unless the client closed before sending a byte (a TCP probe).
 pub async fn serve(
     listeners: Vec<TcpListener>,
     stacks: watch::Receiver<Arc<WebStack>>,
@@ -81,6 +90,7 @@ pub async fn serve(
         http,
         handshake_timeout: non_zero(settings.header_read_timeout),
         write_timeout: non_zero(settings.request_timeout),
+        handshake_failures: Mutex::new(FailureLog { next_at: Instant::now(), left_out: 0 }),
     });
     let (stop, stopped) = watch::channel(());
     let mut running = accept_until(listeners, connections.clone(), stopped, shutdown).await;
@@ -102,6 +112,30 @@ struct ConnectionSettings {
     /// How long a write may wait for the client to take in bytes before the connection is
     /// closed: a client that stops reading would otherwise hold its scrape's page forever.
     write_timeout: Option<Duration>,
+    handshake_failures: Mutex<FailureLog>,
+}
+
+/// When the next failed handshake may be logged, and how many were not since the last line.
+struct FailureLog {
+    next_at: Instant,
+    left_out: u64,
+}
+
+impl ConnectionSettings {
+    fn log_handshake_failure(&self, peer: SocketAddr, error: &std::io::Error) {
+        if error.kind() == std::io::ErrorKind::UnexpectedEof {
+            return debug!(%peer, %error, "TLS handshake failed");
+        }
+        let mut log = self.handshake_failures.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if now < log.next_at {
+            log.left_out += 1;
+            return debug!(%peer, %error, "TLS handshake failed");
+        }
+        log.next_at = now + HANDSHAKE_FAILURE_LOG_EVERY;
+        let not_logged = std::mem::take(&mut log.left_out);
+        warn!(%peer, %error, failures_not_logged = not_logged, "TLS handshake failed: the client got no answer (check its CA, client certificate and scheme)");
+    }
 }
 
 fn non_zero(duration: Duration) -> Option<Duration> {
@@ -180,29 +214,54 @@ async fn serve_connection(
 ) {
     // Responses are small and written whole; waiting to fill packets only adds latency.
     let _ = stream.set_nodelay(true);
-    let mut stream = TimeoutStream::new(stream);
-    stream.set_write_timeout(connections.write_timeout);
-    let stream = Box::pin(stream);
     let tls = connections.stacks.borrow().tls.clone();
-    let Some(tls) = tls else {
-        return serve_http(TokioIo::new(stream), peer, &connections, stopped).await;
+    let timed = |stream| {
+        let mut stream = TimeoutStream::new(stream);
+        stream.set_write_timeout(connections.write_timeout);
+        Box::pin(stream)
     };
+    let Some(tls) = tls else {
+        return serve_http(TokioIo::new(timed(stream)), peer, &connections, stopped).await;
+    };
+    let deadline = connections.handshake_timeout.map(|limit| Instant::now() + limit);
     let handshake = async {
-        match connections.handshake_timeout {
-            Some(limit) => tokio::time::timeout(limit, tls.accept(stream))
-                .await
-                .unwrap_or_else(|_| Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"))),
-            None => tls.accept(stream).await,
-        }
+        let mut stream = stream;
+        before(deadline, refuse_plain_http(&mut stream)).await?;
+        before(deadline, TlsAcceptor::from(tls.current()).accept(timed(stream))).await
     };
     let tls_stream = tokio::select! {
         result = handshake => match result {
             Ok(tls_stream) => tls_stream,
-            Err(error) => return debug!(%peer, %error, "TLS handshake failed"),
+            Err(error) => return connections.log_handshake_failure(peer, &error),
         },
         _ = stopped.changed() => return,
     };
     serve_http(TokioIo::new(tls_stream), peer, &connections, stopped).await;
+}
+
+/// Runs one step of a handshake, failing once `deadline` (if any) has passed.
+async fn before<T>(deadline: Option<Instant>, step: impl Future<Output = std::io::Result<T>>) -> std::io::Result<T> {
+    let Some(deadline) = deadline else { return step.await };
+    let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out");
+    tokio::time::timeout_at(deadline, step).await.unwrap_or_else(|_| Err(timed_out()))
+}
+
+/// Answers 400 to a client that speaks plain HTTP to the TLS port (a request starts with a
+/// letter, a TLS handshake with byte 22), so that its user reads what is wrong; then fails.
+async fn refuse_plain_http(stream: &mut TcpStream) -> std::io::Result<()> {
+    let mut first = [0u8; 1];
+    match stream.peek(&mut first).await? {
+        0 => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before the handshake")),
+        _ if first[0].is_ascii_alphabetic() => {
+            stream.write_all(PLAIN_HTTP_ANSWER).await?;
+            let _ = stream.shutdown().await;
+            Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "the client spoke plain HTTP to the TLS port; it was answered 400",
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Serves HTTP/1.1 requests on one connection until the client closes it or the server stops.

@@ -1,5 +1,11 @@
 //! TLS with rustls (ring provider): PEM certificates and keys, and exporter-toolkit's client
 //! authentication types mapped onto rustls client certificate verifiers.
+//!
+//! exporter-toolkit reads the certificate, key and client CA files at every handshake, so a
+//! renewed certificate (cert-manager, certbot) is served without a reload; [`ServerTls`] does the
+//! same, looking at the files' size, time and inode at most once a second and loading them again
+//! when one changed. Files that cannot be loaded are logged, and the certificate loaded before
+//! goes on serving: a half-written renewal must not take the exporter off the air.
 
 use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
@@ -13,7 +19,9 @@ use rustls::{
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant, SystemTime};
+use tracing::{info, warn};
 use x509_parser::certificate::X509Certificate;
 use x509_parser::extensions::GeneralName;
 use x509_parser::prelude::FromDer;
@@ -96,6 +104,17 @@ impl PemSource {
         }
     }
 
+    fn file_stamp(&self) -> Option<FileStamp> {
+        use std::os::unix::fs::MetadataExt as _;
+        let PemOrigin::File { path, .. } = &self.origin else { return None };
+        let metadata = std::fs::metadata(path).ok()?;
+        Some(FileStamp {
+            length: metadata.len(),
+            modified: metadata.modified().ok(),
+            inode: (metadata.dev(), metadata.ino()),
+        })
+    }
+
     /// How error messages name this source: the file as written, or "the inline text".
     fn name(&self) -> &str {
         match &self.origin {
@@ -112,6 +131,64 @@ impl fmt::Debug for PemSource {
             PemOrigin::File { path, .. } => write!(f, "{}: {}", self.field, path.display()),
             PemOrigin::Inline(text) => write!(f, "{}: <inline, {} bytes>", self.field, text.len()),
         }
+    }
+}
+
+/// The TLS configuration served: the one loaded last from the files of a `tls_server_config`.
+#[derive(Debug)]
+pub(crate) struct ServerTls {
+    settings: TlsSettings,
+    loaded: Mutex<Loaded>,
+}
+
+#[derive(Debug)]
+struct Loaded {
+    config: Arc<ServerConfig>,
+    /// The files as they were when `config` was loaded, or last failed to load.
+    files: Vec<Option<FileStamp>>,
+    looked_at: Instant,
+}
+
+/// What shows that a file changed: a renewal writes a new file (new inode, as cert-manager's
+/// symlink swap and certbot do) or rewrites this one (new time or size).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileStamp {
+    length: u64,
+    modified: Option<SystemTime>,
+    inode: (u64, u64),
+}
+
+/// How often the files are looked at, at most: a stat each, on the connection's task.
+const LOOK_AT_FILES_EVERY: Duration = Duration::from_secs(1);
+
+impl ServerTls {
+    /// Loads the files; an error names the field and the file, never a key's content.
+    pub(crate) fn load(settings: TlsSettings) -> Result<Self, String> {
+        // The stamps first: a file changed while loading is loaded again at the next look.
+        let files = settings.file_stamps();
+        let config = settings.server_config()?;
+        Ok(Self { settings, loaded: Mutex::new(Loaded { config, files, looked_at: Instant::now() }) })
+    }
+
+    /// The configuration for a new connection: loaded again first if a file changed.
+    pub(crate) fn current(&self) -> Arc<ServerConfig> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        if loaded.looked_at.elapsed() >= LOOK_AT_FILES_EVERY {
+            loaded.looked_at = Instant::now();
+            let files = self.settings.file_stamps();
+            if files != loaded.files {
+                loaded.files = files;
+                match self.settings.server_config() {
+                    Ok(config) => {
+                        loaded.config = config;
+                        info!("the TLS certificate, key or client CA files changed; new connections use them");
+                    }
+                    Err(problem) => warn!(%problem,
+                        "the TLS certificate, key or client CA files changed but cannot be loaded; the certificate loaded before is still served"),
+                }
+            }
+        }
+        loaded.config.clone()
     }
 }
 
@@ -172,6 +249,12 @@ impl TlsSettings {
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         config.ignore_client_order = self.prefer_server_cipher_suites;
         Ok(Arc::new(config))
+    }
+
+    /// How the files named look now (`None`: not there, or inline text).
+    fn file_stamps(&self) -> Vec<Option<FileStamp>> {
+        let sources = [Some(&self.certificate), Some(&self.key), self.client_ca.as_ref()];
+        sources.into_iter().flatten().map(PemSource::file_stamp).collect()
     }
 
     fn protocol_versions(&self) -> Vec<&'static SupportedProtocolVersion> {

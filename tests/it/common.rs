@@ -159,6 +159,15 @@ impl Exporter {
         self.log.lock().unwrap().clone()
     }
 
+    /// Waits until the log holds `text` `times` times.
+    pub fn wait_logged(&self, text: &str, times: usize) {
+        let started = Instant::now();
+        while self.log().matches(text).count() < times {
+            assert!(started.elapsed() < DEADLINE, "no {text:?} in the log:\n{}", self.log());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     pub async fn get(&self, path: &str) -> reqwest::Response {
         reqwest::get(format!("{}{path}", self.url)).await.expect("the exporter answers")
     }

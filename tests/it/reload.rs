@@ -6,10 +6,10 @@
 use crate::common;
 
 use capi_sim::{Credentials, NewBill, SimOptions};
-use common::{Exchange, Exporter, Scrape, DEADLINE};
+use common::{Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Accounts `a`, `b` and `c` on the exchange (`a` holds coins 1 and 2), their credentials in the
 /// environment, and a directory for the files.
@@ -100,15 +100,6 @@ fn reload_ok(scrape: &Scrape) -> Option<f64> {
     scrape.value("capi_config_last_reload_successful", &[])
 }
 
-/// Waits until the exporter's log holds `text` `times` times.
-fn wait_logged(exporter: &Exporter, text: &str, times: usize) {
-    let started = Instant::now();
-    while exporter.log().matches(text).count() < times {
-        assert!(started.elapsed() < DEADLINE, "no {text:?} in the log:\n{}", exporter.log());
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn sighup_changes_the_accounts_and_keeps_the_counts_of_those_that_stay() {
     let setup = Setup::new("sighup").await;
@@ -125,7 +116,7 @@ async fn sighup_changes_the_accounts_and_keeps_the_counts_of_those_that_stay() {
     // a gains coin 1 (a new poller, continuing), b goes, c comes.
     setup.write_accounts(&[("a", "2,1"), ("c", "2")]);
     exporter.signal("HUP");
-    wait_logged(&exporter, "configuration reloaded", 1);
+    exporter.wait_logged("configuration reloaded", 1);
     // c counts bills created from its first poll on: its trade comes after that poll.
     exporter.wait_for("c polled", |s| up(s, "c") == Some(1.0)).await;
     setup.add_trade("a");
@@ -148,7 +139,7 @@ async fn sighup_changes_the_accounts_and_keeps_the_counts_of_those_that_stay() {
     // A broken file is refused; the configuration before keeps running.
     std::fs::write(&accounts, "accounts: [oops\n").unwrap();
     exporter.signal("HUP");
-    wait_logged(&exporter, "cannot reload the configuration", 1);
+    exporter.wait_logged("cannot reload the configuration", 1);
     let refused = exporter.wait_for("the failed reload", |s| reload_ok(s) == Some(0.0)).await;
     let success_at = refused.value("capi_config_last_reload_success_timestamp_seconds", &[]);
     assert_eq!(success_at, after.value("capi_config_last_reload_success_timestamp_seconds", &[]));
@@ -183,7 +174,7 @@ async fn a_poller_replaced_while_saves_fail_goes_on_from_the_last_save() {
     // a gains coin 1: a new poller takes over, from the last save, not from the poll before.
     setup.write_accounts(&[("a", "2,1")]);
     exporter.signal("HUP");
-    wait_logged(&exporter, "configuration reloaded", 1);
+    exporter.wait_logged("configuration reloaded", 1);
     let replaced = exporter
         .wait_for("the new poller failing its saves", |s| {
             s.matching("capi_collateral_amount", &[("account", "a"), ("coin_id", "1")]).len() == 1

@@ -165,7 +165,7 @@ async fn get_page(client: &reqwest::Client, url: &str) -> Result<(StatusCode, St
 const TLS: &str = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
 
 #[tokio::test]
-async fn https_works_with_the_ca_and_plain_http_to_the_tls_port_fails() {
+async fn https_works_with_the_ca_and_plain_http_to_the_tls_port_is_told_so() {
     let pki = Pki::new();
     let dir = ConfigDir::new(&pki);
     let server = Server::start(dir.config(TLS)).await;
@@ -173,14 +173,50 @@ async fn https_works_with_the_ca_and_plain_http_to_the_tls_port_fails() {
     let (status, body) = get_page(&client(&pki, None), &server.https()).await.expect("HTTPS");
     assert_eq!((status, body.as_str()), (StatusCode::OK, PAGE));
 
-    let plain = client(&pki, None).get(format!("http://{}/metrics", server.address)).send().await;
-    assert!(plain.is_err(), "plain HTTP got an answer: {plain:?}");
+    let plain = get_page(&client(&pki, None), &format!("http://{}/metrics", server.address)).await.unwrap();
+    let told = "Client sent an HTTP request to an HTTPS server.\n";
+    assert_eq!((plain.0, plain.1.as_str()), (StatusCode::BAD_REQUEST, told), "as Go's server answers");
 
     let untrusting = reqwest::Client::builder().use_rustls_tls().no_proxy().timeout(PATIENCE).build().unwrap();
     assert!(untrusting.get(server.https()).send().await.is_err(), "a client without the CA refuses the server");
 
     // The failed connections closed only themselves.
     assert!(get_page(&client(&pki, None), &server.https()).await.is_ok());
+    server.stop().await;
+}
+
+/// Whether `client` gets the page within [`PATIENCE`], trying a new connection every 50 ms.
+async fn served_in_time(client: &reqwest::Client, url: &str) -> bool {
+    let deadline = tokio::time::Instant::now() + PATIENCE;
+    while tokio::time::Instant::now() < deadline {
+        if get_page(client, url).await.is_ok() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[tokio::test]
+async fn a_renewed_certificate_is_served_without_a_reload_and_a_broken_one_is_not() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let server = Server::start(dir.config(TLS)).await;
+    assert!(get_page(&client(&pki, None), &server.https()).await.is_ok());
+    // Renewed by another CA, so that each client trusts one of the two certificates only.
+    let renewed = Pki::new();
+    assert!(get_page(&client(&renewed, None), &server.https()).await.is_err(), "not renewed yet");
+    dir.write("server.key", &renewed.server_key);
+    dir.write("server.crt", &renewed.server_cert);
+    assert!(served_in_time(&client(&renewed, None), &server.https()).await, "the renewed certificate served");
+    assert!(get_page(&client(&pki, None), &server.https()).await.is_err(), "the old one no longer");
+    // A renewal that breaks the files: the certificate loaded before goes on serving.
+    dir.write("server.crt", "not a certificate");
+    let broken_seen = tokio::time::Instant::now() + Duration::from_millis(2_500);
+    while tokio::time::Instant::now() < broken_seen {
+        assert!(get_page(&client(&renewed, None), &server.https()).await.is_ok(), "still served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     server.stop().await;
 }
 
@@ -342,8 +378,18 @@ async fn the_exporter_binary_serves_its_metrics_over_tls_with_basic_auth() {
     let refused = client.get(&url).basic_auth("prometheus", Some("guess")).send().await.unwrap();
     assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
     assert!(!refused.text().await.unwrap().contains("capi_up"));
-    assert!(reqwest::get(format!("{}/metrics", exporter.url)).await.is_err(), "plain HTTP to the TLS port");
+    // A client without the CA is a failure worth a line, once in 10 s; a TCP probe that sends
+    // nothing is none; plain HTTP is told what is wrong.
+    let untrusting = reqwest::Client::builder().use_rustls_tls().no_proxy().timeout(PATIENCE).build().unwrap();
+    assert!(untrusting.get(&url).send().await.is_err());
+    exporter.wait_logged("TLS handshake failed", 1);
+    drop(TcpStream::connect(exporter.url.trim_start_matches("http://")).await.unwrap());
+    let plain = reqwest::get(format!("{}/metrics", exporter.url)).await.unwrap();
+    assert_eq!(plain.status(), StatusCode::BAD_REQUEST, "plain HTTP to the TLS port");
     let log = exporter.log();
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("TLS handshake failed")).collect();
+    assert_eq!(failed.len(), 1, "{log}");
+    assert!(failed[0].contains("level=warn") && failed[0].contains("UnknownCA"), "{log}");
     assert!(log.contains("tls=true") && log.contains("basic_auth=true"), "{log}");
     let warned = |what: &str| log.lines().filter(|l| l.contains("level=warn") && l.contains(what)).count();
     assert_eq!(warned("min_version TLS10 means TLS12"), 1, "{log}");

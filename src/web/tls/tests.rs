@@ -6,7 +6,8 @@ use rustls::ProtocolVersion;
 /// The rustls configuration for a web config text whose files are in `dir`.
 fn build(dir: &TempDir, text: &str) -> Result<Arc<ServerConfig>, String> {
     let config = WebConfig::parse(text, dir.path()).map_err(|error| error.to_string())?;
-    config.tls_server_config().map(|built| built.expect("TLS is on")).map_err(|error| error.to_string())
+    let tls = config.server_tls().map_err(|error| error.to_string())?;
+    Ok(tls.expect("TLS is on").current())
 }
 
 fn settings(dir: &TempDir, text: &str) -> TlsSettings {
