@@ -228,7 +228,7 @@ start_flow() {
     local exporter=(--config.file "$sim_dir/accounts.yml" --api.base-url "http://127.0.0.1:$sim_port"
         --poll.interval 500ms --bills.backfill 1h)
     target/debug/capi_exporter "${exporter[@]}" --web.listen-address "127.0.0.1:$reference_port" \
-        >"$tmp/reference.log" 2>&1 &
+        --state.file "$tmp/reference-state.json" >"$tmp/reference.log" 2>&1 &
     reference_pid=$!
     podman run -d --name "$NAME-kill" --network host -v "$sim_dir:$sim_dir:ro" \
         -v "$VOLUME-kill:/var/lib/capi_exporter" "$IMAGE" "${exporter[@]}" \

@@ -227,6 +227,11 @@ impl Config {
             (Accounts::Exchange { base_url, accounts: listed.accounts }, listed.coin_names)
         };
         let coins = merge_coin_names(file_coin_names, flag_coin_names)?;
+        if cli.bills_backfill.is_some() && cli.state_file.is_none() {
+            return Err(ConfigError::Invalid(
+                "--bills.backfill needs --state.file: without one, every start counts the backfill's bills again, and increase() and the bill alerts take them for new ones; add --state.file, or leave out --bills.backfill".into(),
+            ));
+        }
         Ok(Self {
             accounts,
             timeout: cli.api_timeout,

@@ -82,6 +82,16 @@ fn a_state_file_in_a_folder_that_does_not_exist_is_refused() {
 }
 
 #[test]
+fn a_backfill_needs_a_state_file() {
+    let backfill = |args: &[&str]| Config::from_cli(&cli(args), &env_of(&KEYS)).map(|c| c.bills_backfill);
+    let error = backfill(&["--bills.backfill", "1h"]).unwrap_err().to_string();
+    assert!(error.starts_with("--bills.backfill needs --state.file: without one, every start counts"), "{error}");
+    let state = temp_file("marker", "").with_file_name("state.json");
+    let with_state = ["--bills.backfill", "1h", "--state.file", state.to_str().unwrap()];
+    assert_eq!(backfill(&with_state).unwrap(), Duration::from_secs(3_600));
+}
+
+#[test]
 fn demo_needs_no_credentials() {
     let config = Config::from_cli(&cli(&["--demo"]), &env_of(&[])).unwrap();
     assert_eq!(config.accounts, Accounts::Demo { seed: 1, count: 2, coin_ids: vec![2] });

@@ -175,7 +175,8 @@ async fn history_is_counted_only_with_a_backfill() {
     assert!(scrape.series("capi_bills_total").is_empty());
     assert_eq!(scrape_after.value("capi_bills_total", &[("business_type", "deposit")]), None);
 
-    let with = Exporter::start(&exchange, &["--bills.backfill", "1m"]);
+    let state = common::state_path("backfill");
+    let with = Exporter::start(&exchange, &["--bills.backfill", "1m", "--state.file", state.to_str().unwrap()]);
     let scrape = with
         .wait_for("the backfill", |s| s.value("capi_bills_total", &[("business_type", "deposit")]) == Some(5.0))
         .await;

@@ -352,6 +352,14 @@ fn parse_sample(line: &str) -> Sample {
 
 /// This machine's clock, in milliseconds since the epoch (the simulated exchange's, unless a test
 /// sets it off).
+/// `state.json` in an empty folder of its own for the test `name`.
+pub fn state_path(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("capi-state-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join("state.json")
+}
+
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }

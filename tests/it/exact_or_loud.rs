@@ -220,8 +220,9 @@ async fn a_poller_that_dies_is_restarted_and_counts_every_bill_once() {
     let name = "a-long-account-name-of-a-trading-desk";
     // One deposit before the start, counted by the first poll: the polls after it die.
     exchange.sim.add_bill(exchange.key(), bill("deposit", "USDT", "", Decimal::from(100), now_ms() - 10_000));
-    let mut command =
-        Exporter::command(&["--api.account-name", name, "--bills.overlap", "1s", "--bills.backfill", "1m"]);
+    let state = common::state_path("poller-dies");
+    let flags = ["--bills.overlap", "1s", "--bills.backfill", "1m", "--state.file", state.to_str().unwrap()];
+    let mut command = Exporter::command(&[&["--api.account-name", name][..], &flags[..]].concat());
     command
         .args(["--api.base-url", &exchange.url])
         .env("CAPI_API_KEY", &exchange.credentials.api_key)

@@ -5,7 +5,7 @@
 use crate::common;
 
 use capi_sim::{Fault, NewBill, SimOptions};
-use common::{now_ms, Exchange, Exporter, Scrape};
+use common::{now_ms, state_path, Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -15,13 +15,6 @@ const KINDS: [&str; 3] = ["position_funding", "deposit", "position_open_short"];
 
 fn counted(scrape: &Scrape) -> f64 {
     scrape.sum("capi_bills_total", &[])
-}
-
-fn state_path(name: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("capi-restart-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir.join("state.json")
 }
 
 #[tokio::test(flavor = "multi_thread")]
