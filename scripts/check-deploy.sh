@@ -148,6 +148,9 @@ def check_servicemonitor(docs):
             problem(f"ServiceMonitor endpoint port {ep.get('port')!r} is not a named port of Service {service['metadata']['name']}")
         if not re.fullmatch(r"([0-9]+(ms|s|m|h))+", str(ep.get("interval", "30s"))):
             problem(f"ServiceMonitor endpoint interval {ep.get('interval')!r} is not a duration")
+        relabeled = {(tuple(r.get("sourceLabels") or []), r.get("targetLabel")) for r in ep.get("relabelings") or []}
+        if (("__meta_kubernetes_pod_name",), "instance") not in relabeled:
+            problem("ServiceMonitor endpoint does not set instance to the pod's name: a replaced pod's series would start anew under its new address, and the rules would not see the bills counted during its outage")
     if service["spec"].get("clusterIP") == "None":
         problem("the ServiceMonitor selects the headless Service")
 

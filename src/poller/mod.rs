@@ -418,7 +418,7 @@ impl AccountPoller {
             debug!(account = self.slot.name(), endpoint = endpoint.as_str(), error = %error, "request to the exchange failed again");
         } else {
             warn!(account = self.slot.name(), endpoint = endpoint.as_str(), outcome = error.outcome().as_str(), error = %error,
-                "request to the exchange failed; the last good figures stay on /metrics and capi_up is 0");
+                "request to the exchange failed; capi_up is 0, and the last good figures stay on /metrics until --data.max-age");
         }
         self.failures.insert(text);
     }
