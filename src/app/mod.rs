@@ -52,6 +52,7 @@ pub async fn run(
 ) -> Result<(), RunError> {
     // First: a stray signal during a long start (a large state file) must not end it either.
     ignore_stray_signals();
+    let open_files = raise_open_files_limit();
     // SIGHUP reloads: listened for from the start, so that one sent during a long start neither
     // ends the process (its default action) nor is lost.
     let hangups = signal(SignalKind::hangup()).ok();
@@ -76,6 +77,7 @@ pub async fn run(
         poll_interval = ?settings.interval,
         ip_weight_budget = config.ip_weight_budget,
         uid_weight_budget = config.uid_weight_budget,
+        open_files_limit = open_files,
         "starting capi_exporter"
     );
     let listeners = bind(&config.listen_addresses).await?;
@@ -386,6 +388,22 @@ fn forget_unpolled(store: &StateStore, wanted: &[Wanted]) -> Result<(), StateErr
             "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (the file as it was is kept aside: if the accounts were left out by mistake, stop the exporter and put it back)");
     }
     Ok(())
+}
+
+/// Raises the soft limit on open files to the hard one, as Go's runtime does for node_exporter:
+/// systemd starts services with 1,024, which connections to `/metrics` could come near. Returns
+/// the limit in force (`None`: unlimited).
+fn raise_open_files_limit() -> Option<u64> {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.maximum.is_some() && limit.current != limit.maximum {
+        let raised = Rlimit { current: limit.maximum, maximum: limit.maximum };
+        match setrlimit(Resource::Nofile, raised) {
+            Ok(()) => return limit.maximum,
+            Err(error) => warn!(%error, "cannot raise the limit on open files to its maximum"),
+        }
+    }
+    limit.current
 }
 
 /// SIGUSR1, SIGUSR2 and SIGALRM would end the process (their default action), yet nothing here

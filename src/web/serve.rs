@@ -16,7 +16,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, watch};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_io_timeout::TimeoutStream;
@@ -30,9 +30,12 @@ const DRAIN_WITHOUT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 const DRAIN_MARGIN: Duration = Duration::from_secs(1);
 /// Pause after an accept error that is not about one connection (e.g. out of file descriptors).
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(500);
-/// Failed TLS handshakes are logged at most once in this long: a scanner or a misconfigured
-/// scraper must not flood the log. Each line counts the failures left out before it.
-const HANDSHAKE_FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
+/// Failed TLS handshakes, and connections waiting for a place, are logged at most once in this
+/// long: a scanner or a misconfigured scraper must not flood the log. Each line counts the
+/// events left out before it.
+const LOG_AT_MOST_EVERY: Duration = Duration::from_secs(10);
+/// Connections served at once, at most; see [`connection_limit`].
+const MAX_CONNECTIONS: usize = 512;
 /// What a client speaking plain HTTP to the TLS port is told, as Go's server tells it.
 const PLAIN_HTTP_ANSWER: &[u8] =
     b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
@@ -90,7 +93,9 @@ pub async fn serve(
         http,
         handshake_timeout: non_zero(settings.header_read_timeout),
         write_timeout: non_zero(settings.request_timeout),
-        handshake_failures: Mutex::new(FailureLog { next_at: Instant::now(), left_out: 0 }),
+        places: Arc::new(Semaphore::new(connection_limit())),
+        handshake_failures: Mutex::default(),
+        waiting_for_places: Mutex::default(),
     });
     let (stop, stopped) = watch::channel(());
     let mut running = accept_until(listeners, connections.clone(), stopped, shutdown).await;
@@ -112,30 +117,52 @@ struct ConnectionSettings {
     /// How long a write may wait for the client to take in bytes before the connection is
     /// closed: a client that stops reading would otherwise hold its scrape's page forever.
     write_timeout: Option<Duration>,
-    handshake_failures: Mutex<FailureLog>,
+    /// A place for each connection served; a connection accepted holds one until it closes.
+    places: Arc<Semaphore>,
+    handshake_failures: Mutex<LogLimit>,
+    waiting_for_places: Mutex<LogLimit>,
 }
 
-/// When the next failed handshake may be logged, and how many were not since the last line.
-struct FailureLog {
-    next_at: Instant,
+/// When the next line of a kind may be logged, and how many were not since the last one.
+#[derive(Default)]
+struct LogLimit {
+    next_at: Option<Instant>,
     left_out: u64,
+}
+
+impl LogLimit {
+    /// Whether a line may be logged now, with the count of those left out before it.
+    fn allow(limit: &Mutex<LogLimit>) -> Option<u64> {
+        let mut limit = limit.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = Instant::now();
+        if limit.next_at.is_some_and(|next_at| now < next_at) {
+            limit.left_out += 1;
+            return None;
+        }
+        limit.next_at = Some(now + LOG_AT_MOST_EVERY);
+        Some(std::mem::take(&mut limit.left_out))
+    }
 }
 
 impl ConnectionSettings {
     fn log_handshake_failure(&self, peer: SocketAddr, error: &std::io::Error) {
-        if error.kind() == std::io::ErrorKind::UnexpectedEof {
-            return debug!(%peer, %error, "TLS handshake failed");
+        let probe = error.kind() == std::io::ErrorKind::UnexpectedEof;
+        match (!probe).then(|| LogLimit::allow(&self.handshake_failures)).flatten() {
+            Some(not_logged) => warn!(%peer, %error, failures_not_logged = not_logged,
+                "TLS handshake failed: the client got no answer (check its CA, client certificate and scheme)"),
+            None => debug!(%peer, %error, "TLS handshake failed"),
         }
-        let mut log = self.handshake_failures.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = Instant::now();
-        if now < log.next_at {
-            log.left_out += 1;
-            return debug!(%peer, %error, "TLS handshake failed");
-        }
-        log.next_at = now + HANDSHAKE_FAILURE_LOG_EVERY;
-        let not_logged = std::mem::take(&mut log.left_out);
-        warn!(%peer, %error, failures_not_logged = not_logged, "TLS handshake failed: the client got no answer (check its CA, client certificate and scheme)");
     }
+}
+
+/// How many connections are served at once: half the open-files limit, so that connections to
+/// `/metrics` (idle ones too, for up to `--web.header-read-timeout`) cannot take the descriptors
+/// the exchange's connections and the state file need; and at most [`MAX_CONNECTIONS`], more than
+/// two Prometheus servers and a few people ever open. Further connections wait in the kernel's
+/// queue until one closes.
+fn connection_limit() -> usize {
+    let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
+    usize::try_from(open_files / 2).unwrap_or(usize::MAX).clamp(1, MAX_CONNECTIONS)
 }
 
 fn non_zero(duration: Duration) -> Option<Duration> {
@@ -153,15 +180,19 @@ async fn accept_until(
     let (handover, mut accepted) = mpsc::channel(listeners.len().max(1));
     let mut accepting = JoinSet::new();
     for listener in listeners {
-        accepting.spawn(accept_into(listener, handover.clone()));
+        accepting.spawn(accept_into(listener, handover.clone(), connections.clone()));
     }
     let mut running = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
         tokio::select! {
             () = &mut shutdown => break,
-            Some((stream, peer)) = accepted.recv() => {
-                running.spawn(serve_connection(stream, peer, connections.clone(), stopped.clone()));
+            Some((stream, peer, place)) = accepted.recv() => {
+                let serving = serve_connection(stream, peer, connections.clone(), stopped.clone());
+                running.spawn(async move {
+                    serving.await;
+                    drop(place);
+                });
             }
             // Reaps finished connections so the set does not grow with every connection served.
             Some(_) = running.join_next(), if !running.is_empty() => {}
@@ -172,13 +203,27 @@ async fn accept_until(
     running
 }
 
-/// Accepts connections on one listener and hands them over, pausing after an error that is not
-/// about one connection (e.g. out of file descriptors).
-async fn accept_into(listener: TcpListener, handover: mpsc::Sender<(TcpStream, SocketAddr)>) {
+/// Accepts connections on one listener, each once it has a place, and hands them over; pauses
+/// after an error that is not about one connection (e.g. out of file descriptors).
+async fn accept_into(listener: TcpListener, handover: mpsc::Sender<Accepted>, connections: Arc<ConnectionSettings>) {
     loop {
+        let place = match connections.places.clone().try_acquire_owned() {
+            Ok(place) => place,
+            Err(_) => {
+                if let Some(not_logged) = LogLimit::allow(&connections.waiting_for_places) {
+                    warn!(
+                        limit = connection_limit(),
+                        times_not_logged = not_logged,
+                        "every place for a connection is taken; new connections wait until one closes"
+                    );
+                }
+                let Ok(place) = connections.places.clone().acquire_owned().await else { return };
+                place
+            }
+        };
         match listener.accept().await {
-            Ok(connection) => {
-                if handover.send(connection).await.is_err() {
+            Ok((stream, peer)) => {
+                if handover.send((stream, peer, place)).await.is_err() {
                     return;
                 }
             }
@@ -190,6 +235,9 @@ async fn accept_into(listener: TcpListener, handover: mpsc::Sender<(TcpStream, S
         }
     }
 }
+
+/// A connection accepted, with the place it holds.
+type Accepted = (TcpStream, SocketAddr, OwnedSemaphorePermit);
 
 /// Errors about one connection only, which need no pause before the next accept.
 fn is_connection_error(error: &std::io::Error) -> bool {

@@ -100,13 +100,34 @@ impl Exporter {
     }
 
     pub fn start_with(base_url: &str, credentials: &Credentials, extra: &[&str]) -> Self {
+        Self::spawn(Self::command_with(base_url, credentials, extra))
+    }
+
+    /// [`Self::command`] for the exchange at `base_url`, with these credentials.
+    pub fn command_with(base_url: &str, credentials: &Credentials, extra: &[&str]) -> Command {
         let mut command = Self::command(extra);
         command
             .args(["--api.base-url", base_url])
             .env("CAPI_API_KEY", &credentials.api_key)
             .env("CAPI_API_SECRET", &credentials.secret)
             .env("CAPI_API_PASSPHRASE", &credentials.passphrase);
-        Self::spawn(command)
+        command
+    }
+
+    /// `command` run by `wrapper` (a program and its arguments, such as `prlimit ... --`), with
+    /// the same environment.
+    pub fn wrapped(command: &Command, wrapper: &[&str]) -> Command {
+        let mut wrapped = Command::new(wrapper[0]);
+        wrapped
+            .args(&wrapper[1..])
+            .arg(command.get_program())
+            .args(command.get_args())
+            .env_clear()
+            .envs(command.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        wrapped
     }
 
     /// The binary with test defaults (any port, fast polls: set in the environment, so a flag can

@@ -166,15 +166,37 @@ fn unprivileged(args: &[&str]) -> std::process::Command {
     if String::from_utf8_lossy(&uid.stdout).trim() != "0" {
         return Exporter::command(args);
     }
-    let exporter = Exporter::command(args);
-    let mut command = std::process::Command::new("setpriv");
-    command
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(exporter.get_program())
-        .args(exporter.get_args())
-        .env_clear()
-        .envs(exporter.get_envs().filter_map(|(k, v)| Some((k, v?))));
-    command
+    Exporter::wrapped(&Exporter::command(args), &["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+}
+
+/// Idle connections to the exporter, more than its limit on open files allows, take only their
+/// share of it: the polls and the state file's saves go on meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn idle_connections_cannot_take_the_descriptors_that_saving_needs() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let path = state_path("descriptors");
+    let flags = ["--state.file", path.to_str().unwrap(), "--bills.overlap", "1s"];
+    let command = Exporter::command_with(&exchange.url, &exchange.credentials, &flags);
+    let exporter = Exporter::spawn(Exporter::wrapped(&command, &["prlimit", "--nofile=256:256", "--"]));
+    exporter.wait_up().await;
+    let address = exporter.url.trim_start_matches("http://").to_string();
+    let mut idle = Vec::new();
+    for _ in 0..300 {
+        idle.push(tokio::net::TcpStream::connect(&address).await.unwrap());
+    }
+    exporter.wait_logged("every place for a connection is taken", 1);
+    // Saves go on while every place is held: the cursor on disk moves.
+    let held_from = saved_settled_through(&path);
+    let deadline = std::time::Instant::now() + common::DEADLINE;
+    while saved_settled_through(&path) <= held_from {
+        assert!(std::time::Instant::now() < deadline, "no save while the connections were held:\n{}", exporter.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(idle);
+    let scrape = exporter.wait_for("served again", |s| s.value("capi_up", &[]) == Some(1.0)).await;
+    assert_eq!(scrape.value("capi_state_file_errors_total", &[]), Some(0.0));
+    let log = exporter.log();
+    assert!(log.contains("open_files_limit=256") && !log.contains("Too many open files"), "{log}");
 }
 
 #[test]
