@@ -12,6 +12,7 @@ use crate::snapshot::stats::{Histogram, LATENCY_BUCKETS};
 use axum::body::Bytes;
 use sha2::{Digest, Sha256};
 use std::borrow::Cow;
+use std::cmp::Reverse;
 use std::io::Write;
 use std::ops::Range;
 
@@ -27,37 +28,45 @@ pub enum Format {
     OpenMetrics,
 }
 
+/// How strongly one range of an `Accept` header asks for a format, in the order client_golang's
+/// negotiation (goautoneg) sorts ranges: by weight (in thousandths), then a named type before a
+/// wildcard, then the range with more parameters, then the one listed first.
+type Preference = (u32, bool, usize, Reverse<usize>);
+
 impl Format {
     /// The format an `Accept` header prefers: OpenMetrics if it weighs OpenMetrics (1.0.0 or
     /// 0.0.1, or no version) above the classic text format, else the classic text format, as
-    /// for a client that sends no `Accept` (`curl`) or asks for `text/plain` or anything.
+    /// for a client that sends no `Accept` (`curl`) or asks for `text/plain` or anything. Ranges
+    /// of equal weight are ordered as client_golang's negotiation orders them (see [`Preference`]).
     pub fn negotiate(accept: Option<&str>) -> Format {
-        let mut openmetrics: f32 = 0.0;
-        let mut text: f32 = 0.0;
-        for range in accept.unwrap_or("").split(',') {
+        let mut openmetrics: Option<Preference> = None;
+        let mut text: Option<Preference> = None;
+        for (index, range) in accept.unwrap_or("").split(',').enumerate() {
             let mut parts = range.split(';').map(str::trim);
             let media_type = parts.next().unwrap_or_default().to_ascii_lowercase();
-            let (mut weight, mut version) = (1.0f32, None);
+            let (mut weight, mut version, mut parameters) = (1.0f32, None, 0);
             for parameter in parts {
                 let (name, value) = parameter.split_once('=').unwrap_or((parameter, ""));
                 match name.trim().to_ascii_lowercase().as_str() {
                     "q" => weight = value.trim().parse().unwrap_or(0.0),
-                    "version" => version = Some(value.trim().to_owned()),
-                    _ => {}
+                    "version" => (version, parameters) = (Some(value.trim().to_owned()), parameters + 1),
+                    _ => parameters += 1,
                 }
             }
+            // q has at most three decimals (RFC 9110); thousandths compare exactly.
+            let thousandths = (weight.clamp(0.0, 1.0) * 1000.0).round() as u32;
+            let preference = Some((thousandths, !media_type.contains('*'), parameters, Reverse(index)));
             match media_type.as_str() {
                 "application/openmetrics-text" if version.as_deref().is_none_or(|v| v == "1.0.0" || v == "0.0.1") => {
-                    openmetrics = openmetrics.max(weight);
+                    openmetrics = openmetrics.max(preference);
                 }
-                "text/plain" | "text/*" | "*/*" => text = text.max(weight),
+                "text/plain" | "text/*" | "*/*" => text = text.max(preference),
                 _ => {}
             }
         }
-        if openmetrics > 0.0 && openmetrics > text {
-            Format::OpenMetrics
-        } else {
-            Format::Text
+        match openmetrics {
+            Some(best) if best.0 > 0 && openmetrics > text => Format::OpenMetrics,
+            _ => Format::Text,
         }
     }
 
@@ -476,6 +485,14 @@ mod tests {
         assert_eq!(Format::negotiate(Some("application/openmetrics-text")), Format::OpenMetrics);
         assert_eq!(Format::negotiate(Some("application/openmetrics-text;version=2.0.0")), Format::Text);
         assert_eq!(Format::negotiate(Some("application/openmetrics-text;q=0")), Format::Text);
+        // Equal weights: the range listed first, unless the other names more parameters, or
+        // is a wildcard; as a Go exporter answers.
+        assert_eq!(Format::negotiate(Some("application/openmetrics-text, text/plain")), Format::OpenMetrics);
+        assert_eq!(Format::negotiate(Some("text/plain, application/openmetrics-text")), Format::Text);
+        assert_eq!(Format::negotiate(Some("*/*, application/openmetrics-text")), Format::OpenMetrics);
+        let versioned = "text/plain, application/openmetrics-text;version=1.0.0";
+        assert_eq!(Format::negotiate(Some(versioned)), Format::OpenMetrics);
+        assert_eq!(Format::negotiate(Some("text/plain;q=0.5, application/openmetrics-text;q=0.5000")), Format::Text);
     }
 
     fn text(value: impl SampleValue) -> String {
