@@ -51,7 +51,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let env = |name: &str| std::env::var(name).ok();
     let config = Config::from_cli(&cli, &env).context("invalid configuration")?;
     if cli.config_check {
-        println!("capi_exporter: {}", config.check());
+        for line in config.check() {
+            println!("capi_exporter: {line}");
+        }
         return Ok(());
     }
     let reread = Box::new(move || Config::from_cli(&cli, &env));

@@ -192,8 +192,9 @@ pub struct Config {
 
 impl Config {
     /// What `--config.check` says of a valid configuration (one whose TLS certificate and key
-    /// loaded, as [`WebConfig::load`] checks).
-    pub fn check(&self) -> String {
+    /// loaded, as [`WebConfig::load`] checks), one line each: that it is valid, then what it
+    /// asks for that is not honoured as written.
+    pub fn check(&self) -> Vec<String> {
         let web = self.web.config.as_ref();
         let accounts = match &self.accounts {
             Accounts::Exchange { accounts, .. } => format!("{} account(s)", accounts.len()),
@@ -201,7 +202,9 @@ impl Config {
         };
         let tls = if web.is_some_and(WebConfig::tls_enabled) { "TLS" } else { "plain HTTP" };
         let auth = if web.is_some_and(WebConfig::basic_auth_enabled) { ", basic auth" } else { "" };
-        format!("the configuration is valid: {accounts}, {tls}{auth}")
+        let valid = format!("the configuration is valid: {accounts}, {tls}{auth}");
+        let warnings = web.map(WebConfig::warnings).unwrap_or_default().iter().map(|w| format!("warning: {w}"));
+        std::iter::once(valid).chain(warnings).collect()
     }
 
     /// Validates the flags and resolves credentials; every error is one line naming the problem.

@@ -1,10 +1,11 @@
 //! The web configuration file of Prometheus's exporter-toolkit (docs/web-configuration.md), parsed
 //! strictly like its `yaml.UnmarshalStrict`: unknown keys are errors.
 //!
-//! Keys accepted but not honoured as written, each with a warning at start ([`WebConfig::warnings`]):
-//! - `tls_server_config.cipher_suites` and `curve_preferences`: rustls offers only modern AEAD
-//!   suites and curves and has no weak ones to switch off, and Go's suite names mostly name
-//!   suites (CBC, RSA key exchange) that rustls does not implement;
+//! `tls_server_config.cipher_suites` (Go's names, for TLS 1.2 as in Go) and `curve_preferences`
+//! narrow what rustls offers. Keys accepted but not honoured as written, each with a warning at
+//! start and by `--config.check` ([`WebConfig::warnings`]):
+//! - suites and curves named that rustls does not implement (CBC, RSA key exchange, P-521): not
+//!   offered;
 //! - `min_version: TLS10` or `TLS11` means TLS 1.2, the oldest version rustls speaks;
 //! - `http_server_config.http2: true`: this server speaks HTTP/1.1 only, which every scraper
 //!   speaks.
@@ -14,7 +15,10 @@
 
 use super::auth::PasswordHash;
 use super::rate_limit::RateLimit;
-use super::tls::{ClientAuth, PemSource, ServerTls, TlsSettings, TlsVersion};
+use super::tls::{
+    curves_not_offered, suites_not_offered, ClientAuth, PemSource, ServerTls, TlsSettings, TlsVersion,
+    GO_CIPHER_SUITES, GO_CURVES,
+};
 use super::WebError;
 use crate::duration::parse_go;
 use axum::http::{HeaderName, HeaderValue};
@@ -81,6 +85,11 @@ impl WebConfig {
     /// Whether connections must speak TLS.
     pub fn tls_enabled(&self) -> bool {
         self.tls.is_some()
+    }
+
+    /// What the file asks for that is not honoured as written, one line each.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
     }
 
     /// Whether requests need a user and password.
@@ -212,18 +221,52 @@ fn tls_settings(raw: RawTls, base_dir: &Path) -> Result<Option<TlsSettings>, Web
         client_allowed_sans: raw.client_allowed_sans,
         // Go's default: the server's order of preference.
         prefer_server_cipher_suites: raw.prefer_server_cipher_suites.unwrap_or(true),
+        cipher_suites: go_names(
+            "cipher_suites",
+            raw.cipher_suites,
+            &GO_CIPHER_SUITES,
+            "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+        )?,
+        curve_preferences: go_names(
+            "curve_preferences",
+            raw.curve_preferences,
+            &GO_CURVES.map(|(name, _)| name),
+            "X25519",
+        )?,
     };
     settings.check().map_err(problem)?;
     Ok(Some(settings))
 }
 
+/// Names as Go knows them, or an error naming the first it does not (as exporter-toolkit refuses
+/// an unknown cipher or curve).
+fn go_names(
+    field: &str,
+    names: Option<Vec<String>>,
+    known: &[&str],
+    example: &str,
+) -> Result<Option<Vec<String>>, WebError> {
+    if let Some(unknown) = names.iter().flatten().find(|name| !known.contains(&name.as_str())) {
+        return Err(WebError::config(format!(
+            "tls_server_config.{field}: unknown name {unknown:?}; use Go's names, such as {example}"
+        )));
+    }
+    Ok(names)
+}
+
 /// What a TLS section asks for that rustls cannot do as written.
 fn tls_warnings(raw: &RawTls) -> Vec<String> {
     let mut warnings = Vec::new();
-    for (field, values) in [("cipher_suites", &raw.cipher_suites), ("curve_preferences", &raw.curve_preferences)] {
-        if values.as_ref().is_some_and(|values| !values.is_empty()) {
+    let named = |names: &Option<Vec<String>>| names.clone().unwrap_or_default();
+    let suites = named(&raw.cipher_suites);
+    let curves = named(&raw.curve_preferences);
+    for (field, not_offered) in
+        [("cipher_suites", suites_not_offered(&suites)), ("curve_preferences", curves_not_offered(&curves))]
+    {
+        if !not_offered.is_empty() {
             warnings.push(format!(
-                "tls_server_config.{field} is not honoured: rustls offers only its own modern suites and curves (TLS 1.3 and ECDHE with AES-GCM or ChaCha20-Poly1305)"
+                "tls_server_config.{field}: {} not offered: rustls does not implement them",
+                not_offered.join(", ")
             ));
         }
     }

@@ -7,14 +7,14 @@
 //! when one changed. Files that cannot be loaded are logged, and the certificate loaded before
 //! goes on serving: a half-written renewal must not take the exporter off the air.
 
-use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
+use rustls::crypto::{CryptoProvider, SupportedKxGroup, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
 use rustls::server::WebPkiClientVerifier;
 use rustls::{
-    CertificateError, DigitallySignedStruct, DistinguishedName, RootCertStore, ServerConfig, SignatureScheme,
-    SupportedProtocolVersion,
+    CertificateError, DigitallySignedStruct, DistinguishedName, NamedGroup, RootCertStore, ServerConfig,
+    SignatureScheme, SupportedCipherSuite, SupportedProtocolVersion,
 };
 use std::fmt;
 use std::net::IpAddr;
@@ -192,6 +192,74 @@ impl ServerTls {
     }
 }
 
+/// Go's names of cipher suites (`tls.CipherSuites()` and `tls.InsecureCipherSuites()`), the
+/// ones exporter-toolkit accepts in `cipher_suites`. Go applies the list to TLS 1.2 only, as here.
+pub(crate) const GO_CIPHER_SUITES: [&str; 25] = [
+    "TLS_AES_128_GCM_SHA256",
+    "TLS_AES_256_GCM_SHA384",
+    "TLS_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_ECDHE_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_RSA_WITH_RC4_128_SHA",
+    "TLS_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA",
+    "TLS_RSA_WITH_AES_256_CBC_SHA",
+    "TLS_RSA_WITH_AES_128_CBC_SHA256",
+    "TLS_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_RC4_128_SHA",
+    "TLS_ECDHE_RSA_WITH_3DES_EDE_CBC_SHA",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_CBC_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_128_CBC_SHA256",
+];
+
+/// Go's names of curves in `curve_preferences`, each with the rustls group of the same curve.
+pub(crate) const GO_CURVES: [(&str, NamedGroup); 5] = [
+    ("CurveP256", NamedGroup::secp256r1),
+    ("CurveP384", NamedGroup::secp384r1),
+    ("CurveP521", NamedGroup::secp521r1),
+    ("X25519", NamedGroup::X25519),
+    ("X25519MLKEM768", NamedGroup::X25519MLKEM768),
+];
+
+/// Whether `name` is Go's name of the suite (for TLS 1.2, the IANA name, as rustls's).
+fn go_names_it(name: &str, suite: &SupportedCipherSuite) -> bool {
+    suite.suite().as_str() == Some(name)
+}
+
+/// The suites named that rustls has no TLS 1.2 implementation of (TLS 1.3 names are ignored, as
+/// by Go).
+pub(crate) fn suites_not_offered(named: &[String]) -> Vec<&str> {
+    let provider = rustls::crypto::ring::default_provider();
+    let tls12 = || provider.cipher_suites.iter().filter(|suite| suite.version() == &rustls::version::TLS12);
+    named
+        .iter()
+        .map(String::as_str)
+        .filter(|name| !name.starts_with("TLS_AES_") && !name.starts_with("TLS_CHACHA20_"))
+        .filter(|name| !tls12().any(|suite| go_names_it(name, suite)))
+        .collect()
+}
+
+/// The curves named that rustls's provider does not offer.
+pub(crate) fn curves_not_offered(named: &[String]) -> Vec<&str> {
+    let provider = rustls::crypto::ring::default_provider();
+    named.iter().map(String::as_str).filter(|name| kx_group(&provider, name).is_none()).collect()
+}
+
+fn kx_group(provider: &CryptoProvider, go_name: &str) -> Option<&'static dyn SupportedKxGroup> {
+    let (_, group) = GO_CURVES.iter().find(|(name, _)| *name == go_name)?;
+    provider.kx_groups.iter().find(|kx| kx.name() == *group).copied()
+}
+
 /// The validated `tls_server_config`.
 #[derive(Clone, Debug)]
 pub(crate) struct TlsSettings {
@@ -204,6 +272,10 @@ pub(crate) struct TlsSettings {
     pub(crate) client_allowed_sans: Option<Vec<String>>,
     /// Whether the server's order of cipher suites wins over the client's.
     pub(crate) prefer_server_cipher_suites: bool,
+    /// The TLS 1.2 suites offered, by Go's names; none: rustls's own.
+    pub(crate) cipher_suites: Option<Vec<String>>,
+    /// The key exchange groups offered, in order, by Go's names; none: rustls's own.
+    pub(crate) curve_preferences: Option<Vec<String>>,
 }
 
 impl TlsSettings {
@@ -223,13 +295,40 @@ impl TlsSettings {
         if self.client_allowed_sans.is_some() && !self.client_auth.requires_certificate() {
             return Err("client_allowed_sans requires client_auth_type to be one of RequireAnyClientCert or RequireAndVerifyClientCert".into());
         }
-        Ok(())
+        self.provider().map(drop)
+    }
+
+    /// rustls's provider with the suites and curves the settings ask for.
+    fn provider(&self) -> Result<CryptoProvider, String> {
+        let mut provider = rustls::crypto::ring::default_provider();
+        if let Some(named) = self.cipher_suites.as_ref().filter(|named| !named.is_empty()) {
+            let tls12 = |suite: &SupportedCipherSuite| suite.version() == &rustls::version::TLS12;
+            let spoken: Vec<&str> =
+                provider.cipher_suites.iter().filter(|s| tls12(s)).filter_map(|s| s.suite().as_str()).collect();
+            provider.cipher_suites.retain(|suite| !tls12(suite) || named.iter().any(|name| go_names_it(name, suite)));
+            if self.min_version == TlsVersion::Tls12 && !provider.cipher_suites.iter().any(tls12) {
+                return Err(format!(
+                    "cipher_suites: none of them is a TLS 1.2 suite rustls speaks ({}); name one of those, or set min_version: TLS13",
+                    spoken.join(", ")
+                ));
+            }
+        }
+        if let Some(named) = self.curve_preferences.as_ref().filter(|named| !named.is_empty()) {
+            let groups: Vec<_> = named.iter().filter_map(|name| kx_group(&provider, name)).collect();
+            if groups.is_empty() {
+                return Err(
+                    "curve_preferences: none of them is a curve rustls speaks (X25519, CurveP256, CurveP384)".into()
+                );
+            }
+            provider.kx_groups = groups;
+        }
+        Ok(provider)
     }
 
     /// Reads the certificate, key and client CA, and builds the rustls configuration. Errors name
     /// the field and the file, never the key's content.
     pub(crate) fn server_config(&self) -> Result<Arc<ServerConfig>, String> {
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let provider = Arc::new(self.provider().map_err(|problem| format!("tls_server_config: {problem}"))?);
         let chain = certificates(&self.certificate)?;
         let key = self.private_key()?;
         let verifier = self.client_verifier(&provider)?;

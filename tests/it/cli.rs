@@ -158,6 +158,26 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
     assert_eq!(code, Some(1));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("nowhere.crt"), "{stderr}");
+
+    // Suites and curves by Go's names: one rustls lacks is said, an unknown one refused.
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(dir.join("server.crt"), certified.cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), certified.signing_key.serialize_pem()).unwrap();
+    let tls = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+    let suites = "  cipher_suites: [TLS_RSA_WITH_AES_128_CBC_SHA, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]\n";
+    std::fs::write(&web, format!("{tls}{suites}  curve_preferences: [CurveP521, X25519]\n")).unwrap();
+    let (code, stdout, stderr) = check(&keys, &["--web.config.file", web.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "capi_exporter: the configuration is valid: 2 account(s), TLS\n\
+         capi_exporter: warning: tls_server_config.cipher_suites: TLS_RSA_WITH_AES_128_CBC_SHA not offered: rustls does not implement them\n\
+         capi_exporter: warning: tls_server_config.curve_preferences: CurveP521 not offered: rustls does not implement them\n"
+    );
+    std::fs::write(&web, format!("{tls}  cipher_suites: [TLS_BOGUS]\n")).unwrap();
+    let (code, _, stderr) = check(&keys, &["--web.config.file", web.to_str().unwrap()]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("tls_server_config.cipher_suites: unknown name \"TLS_BOGUS\""), "{stderr}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -48,6 +48,32 @@ fn every_client_auth_type_builds_a_verifier_that_asks_as_go_does() {
 }
 
 #[test]
+fn cipher_suites_and_curves_narrow_what_is_offered_for_tls_1_2() {
+    let dir = dir_with_pki();
+    let offered = |text: &str| {
+        let config = build(&dir, &format!("{FILES}{text}")).unwrap();
+        let provider = config.crypto_provider().clone();
+        let suites: Vec<&str> = provider.cipher_suites.iter().filter_map(|s| s.suite().as_str()).collect();
+        let groups: Vec<NamedGroup> = provider.kx_groups.iter().map(|group| group.name()).collect();
+        (suites.into_iter().map(str::to_owned).collect::<Vec<_>>(), groups)
+    };
+    let (all_suites, all_groups) = offered("");
+    let named = "  cipher_suites: [TLS_RSA_WITH_AES_128_CBC_SHA, TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384]\n";
+    let (suites, groups) = offered(&format!("{named}  curve_preferences: [CurveP384, CurveP521, X25519]\n"));
+    let tls13: Vec<String> = all_suites.iter().filter(|s| s.starts_with("TLS13_")).cloned().collect();
+    assert_eq!(suites, [&tls13[..], &["TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384".to_string()]].concat());
+    assert_eq!(groups, [NamedGroup::secp384r1, NamedGroup::X25519], "in the order named, P-521 left out");
+    assert!(all_groups.len() > 2 && all_suites.len() > suites.len());
+    // Only suites rustls lacks: nothing would be left for TLS 1.2.
+    let error = build(&dir, &format!("{FILES}  cipher_suites: [TLS_RSA_WITH_AES_128_CBC_SHA]\n")).unwrap_err();
+    assert!(error.contains("cipher_suites: none of them is a TLS 1.2 suite rustls speaks"), "{error}");
+    let tls13_only = format!("{FILES}  min_version: TLS13\n  cipher_suites: [TLS_RSA_WITH_AES_128_CBC_SHA]\n");
+    assert!(build(&dir, &tls13_only).is_ok(), "TLS 1.3 suites are not Go's to choose");
+    let error = build(&dir, &format!("{FILES}  curve_preferences: [CurveP521]\n")).unwrap_err();
+    assert!(error.contains("curve_preferences: none of them is a curve rustls speaks"), "{error}");
+}
+
+#[test]
 fn allowed_sans_keep_the_inner_verifier_rules() {
     let dir = dir_with_pki();
     let text = format!(
