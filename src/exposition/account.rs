@@ -55,6 +55,10 @@ const BILL_CURSOR: Family = Family::gauge(
     "capi_bill_cursor_timestamp_seconds",
     "Bills created up to this time are final in the bill counters; newer ones may still arrive late",
 );
+const COUNTING_START: Family = Family::gauge(
+    "capi_bill_counting_start_timestamp_seconds",
+    "Bills created since this time are all in the bill counters: when counting began (the first start, or a start without a state file or with one that could not be read) or resumed after skipping ahead; it moves later only when bills before it were not counted",
+);
 
 const LEDGER_DIFFERENCE: Family = Family::gauge(
     "capi_ledger_difference",
@@ -232,6 +236,8 @@ impl<'a> View<'a> {
         let settled = self.snapshot.settled_through_ms;
         let cursor = (settled > 0).then(|| (&self.account, settled as f64 / 1000.0));
         lines.family(&BILL_CURSOR, cursor);
+        let since = counters.counting_since_ms.map(|since| (&self.account, since as f64 / 1000.0));
+        lines.family(&COUNTING_START, since);
     }
 
     /// The ledger check's differences, withdrawn with the coin's figures when they are stale.

@@ -103,12 +103,17 @@ impl PollState {
         // Not before 1970, whatever the backfill, so that the settled point (one before) stays a
         // time the state file takes back.
         let start = CursorState::counting_from(now_ms.saturating_sub(self.backfill_ms).max(1));
+        let fresh = self.cursor.is_none();
         let cursor = match &mut self.cursor {
             Some(cursor) => cursor,
             None => self.cursor.insert(self.bill_cursor(start)),
         };
         let moved =
             std::mem::take(&mut self.restored_unchecked).then(|| cursor.bring_back_from_the_future(now_ms)).flatten();
+        if fresh || moved.is_some() {
+            let since = cursor.state().settled_through.saturating_add(1);
+            Arc::make_mut(&mut self.counters).counting_since_ms = Some(since);
+        }
         cursor.start_poll(now_ms);
         moved
     }
@@ -231,11 +236,14 @@ mod tests {
             cursor: Some(CursorState::counting_from(through_ms + 1_i64)),
             ..Checkpoint::default()
         };
+        let since = |state: &PollState| state.checkpoint().counters.counting_since_ms;
         let mut ahead = PollState::new(restored(500_000), &AccountSnapshot::default(), &settings(), &[2]);
         assert_eq!(ahead.start_bill_scan(100_000), Some(500_000));
         assert_eq!(ahead.unsettled_from_ms(), Some(100_001));
+        assert_eq!(since(&ahead), Some(100_001), "bills before it were passed over");
         let mut state = PollState::new(restored(100_000), &AccountSnapshot::default(), &settings(), &[2]);
         assert_eq!(state.start_bill_scan(200_000), None);
+        assert_eq!(since(&state), None, "a resumed count goes on from where it began");
         state.take_bills(&BillPage { has_next_page: false, items: Vec::new() });
         assert_eq!(state.unsettled_from_ms(), Some(140_001), "settled through the pass's start less the overlap");
         // The exchange's clock as estimated steps back by more than the overlap.
@@ -249,6 +257,7 @@ mod tests {
         let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
         state.start_bill_scan(1_700_000_000_000);
         assert_eq!(state.unsettled_from_ms(), Some(1));
+        assert_eq!(state.checkpoint().counters.counting_since_ms, Some(1), "where counting began");
     }
 
     fn settings() -> PollSettings {

@@ -114,6 +114,10 @@ struct SavedAccount {
     /// Absent from files of earlier versions: the ledger check then begins afresh.
     #[serde(default)]
     ledger: Ledger,
+    /// Absent from files of earlier versions: taken as the first millisecond not settled, the
+    /// latest that can be claimed.
+    #[serde(default)]
+    counting_since: Option<i64>,
 }
 
 /// A shortfall already reported for a millisecond that is not settled yet.
@@ -401,7 +405,7 @@ impl SavedAccount {
     }
 
     fn check(&self) -> Result<(), String> {
-        let times = std::iter::once(self.settled_through).chain(self.seen.values().copied());
+        let times = [self.settled_through].into_iter().chain(self.counting_since).chain(self.seen.values().copied());
         if let Some(bad) = times.into_iter().find(|t| !PLAUSIBLE_MS.contains(t)) {
             return Err(format!("time {bad} is not a plausible time in milliseconds"));
         }
@@ -501,6 +505,7 @@ impl SavedAccount {
             known: cursor.known.clone(),
             reported: cursor.reported.iter().map(|(ms, loss)| SavedShortfall { ms: *ms, loss: *loss }).collect(),
             ledger,
+            counting_since: counters.counting_since_ms,
         }
     }
 
@@ -527,6 +532,7 @@ impl SavedAccount {
                 // Earlier versions kept one for `other`: whichever coin past the limit came last.
                 balances: self.balances.into_iter().filter(|(coin, _)| coin != OTHER).collect(),
                 shortfalls,
+                counting_since_ms: Some(self.counting_since.unwrap_or(self.settled_through.saturating_add(1))),
             },
             ledger: self.ledger,
         }
@@ -578,6 +584,7 @@ mod tests {
         let mut counters = BillCounters::default();
         counters.count(&sample_bill());
         counters.shortfalls = [(Loss::Certain, 2), (Loss::Possible, 1)].into();
+        counters.counting_since_ms = Some(1713338000000);
         let mut cursor = CursorState {
             settled_through: 1713339000000,
             seen: [("686960019383517338".to_string(), 1713339011237)].into_iter().collect(),
@@ -629,6 +636,7 @@ mod tests {
         let restored = store.restore("a").unwrap().unwrap();
         assert_eq!(restored.counters.shortfalls, [(Loss::Certain, 3)].into());
         assert_eq!(restored.cursor, CursorState { settled_through: 5, ..CursorState::default() });
+        assert_eq!(restored.counters.counting_since_ms, Some(6), "no gap claimed before the first unsettled ms");
     }
 
     fn aside(path: &Path, suffix: &str) -> PathBuf {

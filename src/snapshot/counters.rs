@@ -100,6 +100,10 @@ pub struct BillCounters {
     pub balances: BTreeMap<String, LatestBalance>,
     /// Crowded milliseconds whose count is not proven complete, by how sure the loss is.
     pub shortfalls: BTreeMap<Loss, u64>,
+    /// The first millisecond since which no bill was passed over: where counting began (the
+    /// first start, or a start without saved state), or resumed after skipping ahead. `None`
+    /// before counting begins.
+    pub counting_since_ms: Option<i64>,
 }
 
 impl BillCounters {

@@ -26,6 +26,8 @@ async fn kill_9_at_random_moments_loses_nothing_and_counts_nothing_twice() {
     // Start once so that counting begins before the first bill.
     let mut exporter = Exporter::start(&exchange, &flags);
     exporter.wait_up().await;
+    let counting_start = |s: &Scrape| s.value("capi_bill_counting_start_timestamp_seconds", &[]);
+    let began = counting_start(&exporter.wait_for("counting begun", |s| counting_start(s).is_some()).await);
 
     let flowing = Arc::new(AtomicBool::new(true));
     let adder = {
@@ -97,6 +99,7 @@ async fn kill_9_at_random_moments_loses_nothing_and_counts_nothing_twice() {
     let differences = scrape.series("capi_ledger_difference");
     assert!(!differences.is_empty() && differences.iter().all(|d| d.value == 0.0), "{differences:?}");
     assert!(!exporter.log().contains("not valid"), "the state file survived every kill:\n{}", exporter.log());
+    assert_eq!(counting_start(&scrape), began, "no gap since counting began");
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -257,6 +260,11 @@ async fn a_bad_entry_is_kept_aside_and_its_account_counts_afresh() {
     assert!(error.contains("account=default") && error.contains("state.json.corrupt"), "{error}");
     let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
     assert_eq!(saved["accounts"]["default"]["bills"], serde_json::json!([]), "counting afresh");
+    // Bills from the entry's last settled millisecond to the start were passed over: said on /metrics.
+    let saved_from = saved["accounts"]["default"]["counting_since"].as_f64().unwrap() / 1000.0;
+    let scrape = exporter.scrape().await;
+    assert_eq!(scrape.value("capi_bill_counting_start_timestamp_seconds", &[]), Some(saved_from));
+    assert!(saved_from * 1000.0 > (now_ms() - 60_000) as f64, "the start of this run, not the entry's");
 }
 
 #[tokio::test(flavor = "multi_thread")]
