@@ -161,7 +161,7 @@ pub fn poll(data: &[u8]) {
     let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
     let mut up = true;
     match answers.next().map(|(status, body)| read_account_answer(status, &no_headers, body)) {
-        Some(Ok(answer)) => state.take_account(2, answer.value, local_now_ms(), WALL_CLOCK_MS),
+        Some(Ok(answer)) => drop(state.take_account(2, answer.value, local_now_ms(), WALL_CLOCK_MS)),
         Some(Err(_)) | None => up = false,
     }
     let bill_answers: Vec<(u16, &[u8])> = answers.take(MAX_QUERIES).collect();

@@ -8,7 +8,7 @@ use super::{Checkpoint, PollSettings};
 use crate::api::fields::DecodeProblem;
 use crate::api::model::{AccountInfo, BillPage, MAX_PAGE};
 use crate::api::BillQuery;
-use crate::snapshot::counters::BillCounters;
+use crate::snapshot::counters::{BillCounters, MAX_LABEL_BYTES};
 use crate::snapshot::stats::AccountStats;
 use crate::snapshot::AccountSnapshot;
 use std::collections::BTreeMap;
@@ -83,8 +83,12 @@ impl PollState {
     }
 
     /// Takes a coin's account answer, fetched at `now_ms` by this machine's clock and asked for
-    /// at `asked_at_ms` by the exchange's.
-    pub fn take_account(&mut self, coin: u64, info: AccountInfo, now_ms: i64, asked_at_ms: i64) {
+    /// at `asked_at_ms` by the exchange's. Returns the exchange account the counts were of, when
+    /// the answer names another: they begin afresh then (see [`Self::claim_account`]).
+    pub fn take_account(&mut self, coin: u64, info: AccountInfo, now_ms: i64, asked_at_ms: i64) -> Option<String> {
+        // An id longer than a label would be refused by the state file's reader: not taken.
+        let named = info.account.as_ref().and_then(|account| account.fields.id.clone());
+        let replaced = named.filter(|id| id.len() <= MAX_LABEL_BYTES).and_then(|id| self.claim_account(id));
         let info = with_coin_id(info, coin);
         // Bills name their coin: a coin without a name has no bills to compare with.
         if self.coin_ids_by_name.values().any(|id| *id == coin) {
@@ -92,6 +96,27 @@ impl PollState {
         }
         self.coins.insert(coin, Arc::new(info));
         self.fetched_at_ms.insert(coin, now_ms);
+        replaced
+    }
+
+    /// Records whose bills are counted. Counts of another exchange account (its credentials now
+    /// under this name, by a mistake in the accounts file) are dropped with their cursor and
+    /// ledger check: counting begins afresh, rather than add this account's bills to them.
+    fn claim_account(&mut self, id: String) -> Option<String> {
+        match self.counters.exchange_account_id.clone() {
+            Some(counted) if counted != id => {
+                self.cursor = None;
+                self.restored_unchecked = false;
+                self.ledger = Arc::default();
+                self.counters = Arc::new(BillCounters { exchange_account_id: Some(id), ..BillCounters::default() });
+                Some(counted)
+            }
+            Some(_) => None,
+            None => {
+                Arc::make_mut(&mut self.counters).exchange_account_id = Some(id);
+                None
+            }
+        }
     }
 
     /// Starts a bill scan up to `now_ms` by the exchange's clock, unless one is in progress;
@@ -249,6 +274,31 @@ mod tests {
         // The exchange's clock as estimated steps back by more than the overlap.
         assert_eq!(state.start_bill_scan(10_000), None);
         assert_eq!(state.unsettled_from_ms(), Some(140_001), "nothing counted is scanned again");
+    }
+
+    #[test]
+    fn counts_of_another_exchange_account_begin_afresh_and_their_own_go_on() {
+        use crate::api::model::{Account, AccountFields};
+        let named = |id: &str| AccountInfo {
+            account: Some(Account {
+                fields: AccountFields { id: Some(id.into()), ..AccountFields::default() },
+                ..Account::default()
+            }),
+            ..AccountInfo::default()
+        };
+        let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings(), &[2]);
+        assert_eq!(state.take_account(2, named("41"), 0, 1_000), None, "the first answer names whose bills they are");
+        state.start_bill_scan(100_000);
+        Arc::make_mut(&mut state.counters).bills.insert(("USDT".into(), "deposit".into()), 3);
+        assert_eq!(state.take_account(2, named("41"), 0, 101_000), None);
+        assert_eq!(state.checkpoint().counters.bills.len(), 1, "the same account's counts go on");
+        assert_eq!(state.take_account(2, named("42"), 0, 102_000), Some("41".into()));
+        let counters = state.checkpoint().counters;
+        assert!(counters.bills.is_empty() && counters.counting_since_ms.is_none(), "{counters:?}");
+        assert_eq!(counters.exchange_account_id.as_deref(), Some("42"));
+        assert_eq!(state.unsettled_from_ms(), None, "the cursor too: counting begins at the next scan");
+        let long = "4".repeat(MAX_LABEL_BYTES + 1);
+        assert_eq!(state.take_account(2, named(&long), 0, 103_000), None, "an id too long to save is not taken");
     }
 
     #[test]

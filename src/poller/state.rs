@@ -118,6 +118,9 @@ struct SavedAccount {
     /// latest that can be claimed.
     #[serde(default)]
     counting_since: Option<i64>,
+    /// Absent from files of earlier versions: taken from the next account answer.
+    #[serde(default)]
+    exchange_account: Option<String>,
 }
 
 /// A shortfall already reported for a millisecond that is not settled yet.
@@ -418,6 +421,9 @@ impl SavedAccount {
         }
         self.check_labels()?;
         self.check_known()?;
+        if self.exchange_account.as_ref().is_some_and(|id| id.len() > MAX_LABEL_BYTES) {
+            return Err(format!("an exchange account id longer than {MAX_LABEL_BYTES} bytes"));
+        }
         self.ledger.check(&PLAUSIBLE_MS)
     }
 
@@ -506,6 +512,7 @@ impl SavedAccount {
             reported: cursor.reported.iter().map(|(ms, loss)| SavedShortfall { ms: *ms, loss: *loss }).collect(),
             ledger,
             counting_since: counters.counting_since_ms,
+            exchange_account: counters.exchange_account_id.clone(),
         }
     }
 
@@ -533,6 +540,7 @@ impl SavedAccount {
                 balances: self.balances.into_iter().filter(|(coin, _)| coin != OTHER).collect(),
                 shortfalls,
                 counting_since_ms: Some(self.counting_since.unwrap_or(self.settled_through.saturating_add(1))),
+                exchange_account_id: self.exchange_account,
             },
             ledger: self.ledger,
         }

@@ -104,6 +104,9 @@ pub struct BillCounters {
     /// first start, or a start without saved state), or resumed after skipping ahead. `None`
     /// before counting begins.
     pub counting_since_ms: Option<i64>,
+    /// The exchange account whose bills these are (`account.id` of its account answers), once
+    /// an answer named it: credentials of another account under the same name are not counted on.
+    pub exchange_account_id: Option<String>,
 }
 
 impl BillCounters {

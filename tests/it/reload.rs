@@ -153,6 +153,26 @@ async fn sighup_changes_the_accounts_and_keeps_the_counts_of_those_that_stay() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn another_exchange_accounts_credentials_under_a_name_begin_its_counts_afresh() {
+    let setup = Setup::new("swapped").await;
+    let exporter = setup.start(&setup.write_accounts(&[("a", "2")]), &[]);
+    exporter.wait_up().await;
+    for _ in 0..3 {
+        setup.add_trade("a");
+    }
+    exporter.wait_for("a's 3 trades", |s| trades(s, "a") == Some(3.0)).await;
+    // The name a now holds b's credentials, by a slip in the accounts file.
+    let b = "{api_key: {env: B_KEY}, secret: {env: B_SECRET}, passphrase: {env: B_PASS}}";
+    setup.write("accounts.yml", &format!("accounts:\n  - name: a\n    credentials: {b}\n"));
+    exporter.signal("HUP");
+    exporter.wait_logged("the exchange names another account", 1);
+    setup.add_trade("b");
+    exporter.wait_for("b's trade alone under a", |s| trades(s, "a") == Some(1.0)).await;
+    let line = exporter.log().lines().find(|l| l.contains("the exchange names another account")).unwrap().to_owned();
+    assert!(line.contains("level=error") && line.contains("account=a"), "{line}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_poller_replaced_while_saves_fail_goes_on_from_the_last_save() {
     let setup = Setup::new("unsaved").await;
     let accounts = setup.write_accounts(&[("a", "2")]);
