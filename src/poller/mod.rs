@@ -223,6 +223,10 @@ impl AccountPoller {
         // clock ahead would settle bills never asked for: the bills wait for the next poll.
         if pace == Pace::Normal && !answered {
             self.recall(format_args!("bill scan put off: no account answer vouched for the clock"));
+        } else if let Some(other) = self.state.account_in_doubt().filter(|_| pace == Pace::Normal) {
+            warn!(account = self.slot.name(), exchange_account = other,
+                "the exchange names another account than the one whose bills are counted under this name (the credentials of another account?); bills are not scanned until it names the counted one again, or names this one for three answers in a row, when the counts begin afresh");
+            self.recall(format_args!("bill scan put off: the answer names exchange account {other}"));
         } else if pace == Pace::Normal {
             if let Err(e) = self.scan_bills().await {
                 self.note_failure(Endpoint::Bills, &e);

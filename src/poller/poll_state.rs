@@ -46,6 +46,8 @@ pub struct PollState {
     cursor: Option<BillCursor>,
     /// Whether the cursor was restored and not yet checked against the exchange's clock.
     restored_unchecked: bool,
+    /// Another exchange account than the counts are of, named by this many answers in a row.
+    other_account: Option<(String, u32)>,
     /// Shared with the published snapshot: copied on write, only when bills arrive.
     counters: Arc<BillCounters>,
     /// Shared with the checkpoint between polls: copied on write.
@@ -57,6 +59,10 @@ pub struct PollState {
     /// When each coin's figures were last fetched (this machine's clock, ms).
     fetched_at_ms: BTreeMap<u64, i64>,
 }
+
+/// How many answers in a row must name another exchange account than the counts are of before
+/// they begin afresh for it (see [`PollState::claim_account`]).
+const ANSWERS_TO_CHANGE_ACCOUNT: u32 = 3;
 
 impl PollState {
     /// Continues from `checkpoint`, showing the figures of `published` until new ones arrive.
@@ -72,6 +78,7 @@ impl PollState {
             configured_coins,
             cursor: None,
             restored_unchecked: checkpoint.cursor.is_some(),
+            other_account: None,
             counters: checkpoint.counters,
             ledger,
             coin_ids_by_name,
@@ -86,9 +93,8 @@ impl PollState {
     /// at `asked_at_ms` by the exchange's. Returns the exchange account the counts were of, when
     /// the answer names another: they begin afresh then (see [`Self::claim_account`]).
     pub fn take_account(&mut self, coin: u64, info: AccountInfo, now_ms: i64, asked_at_ms: i64) -> Option<String> {
-        // An id longer than a label would be refused by the state file's reader: not taken.
         let named = info.account.as_ref().and_then(|account| account.fields.id.clone());
-        let replaced = named.filter(|id| id.len() <= MAX_LABEL_BYTES).and_then(|id| self.claim_account(id));
+        let replaced = named.and_then(|id| self.claim_account(id));
         let info = with_coin_id(info, coin);
         // Bills name their coin: a coin without a name has no bills to compare with.
         if self.coin_ids_by_name.values().any(|id| *id == coin) {
@@ -100,23 +106,44 @@ impl PollState {
     }
 
     /// Records whose bills are counted. Counts of another exchange account (its credentials now
-    /// under this name, by a mistake in the accounts file) are dropped with their cursor and
-    /// ledger check: counting begins afresh, rather than add this account's bills to them.
+    /// under this name, by a mistake in the accounts file) are not added to: once answers name
+    /// the other account [`ANSWERS_TO_CHANGE_ACCOUNT`] times in a row, the counts, cursor and
+    /// ledger check begin afresh from now (the backfill is a first start's). Until then the bill
+    /// scan waits ([`Self::account_in_doubt`]), so that one odd answer changes nothing.
     fn claim_account(&mut self, id: String) -> Option<String> {
-        match self.counters.exchange_account_id.clone() {
-            Some(counted) if counted != id => {
-                self.cursor = None;
-                self.restored_unchecked = false;
-                self.ledger = Arc::default();
-                self.counters = Arc::new(BillCounters { exchange_account_id: Some(id), ..BillCounters::default() });
-                Some(counted)
-            }
-            Some(_) => None,
-            None => {
-                Arc::make_mut(&mut self.counters).exchange_account_id = Some(id);
-                None
-            }
+        // No account is named by an empty or zero id; one longer than a label would be refused by
+        // the state file's reader.
+        if id.is_empty() || id == "0" || id.len() > MAX_LABEL_BYTES {
+            return None;
         }
+        let Some(counted) = self.counters.exchange_account_id.clone() else {
+            Arc::make_mut(&mut self.counters).exchange_account_id = Some(id);
+            return None;
+        };
+        if counted == id {
+            self.other_account = None;
+            return None;
+        }
+        let answers = match self.other_account.take() {
+            Some((other, answers)) if other == id => answers.saturating_add(1),
+            _ => 1,
+        };
+        if answers < ANSWERS_TO_CHANGE_ACCOUNT {
+            self.other_account = Some((id, answers));
+            return None;
+        }
+        self.cursor = None;
+        self.restored_unchecked = false;
+        self.backfill_ms = 0;
+        self.ledger = Arc::default();
+        self.counters = Arc::new(BillCounters { exchange_account_id: Some(id), ..BillCounters::default() });
+        Some(counted)
+    }
+
+    /// The other exchange account the last answers named, while the counts are not yet taken
+    /// for its: bills are not scanned meanwhile.
+    pub fn account_in_doubt(&self) -> Option<String> {
+        self.other_account.as_ref().map(|(id, _)| id.clone())
     }
 
     /// Starts a bill scan up to `now_ms` by the exchange's clock, unless one is in progress;
@@ -292,6 +319,14 @@ mod tests {
         Arc::make_mut(&mut state.counters).bills.insert(("USDT".into(), "deposit".into()), 3);
         assert_eq!(state.take_account(2, named("41"), 0, 101_000), None);
         assert_eq!(state.checkpoint().counters.bills.len(), 1, "the same account's counts go on");
+        // One odd answer changes nothing, but holds the bill scan; three in a row begin afresh.
+        assert_eq!(state.take_account(2, named("42"), 0, 102_000), None);
+        assert_eq!(state.account_in_doubt().as_deref(), Some("42"));
+        assert_eq!(state.take_account(2, named(""), 0, 102_000), None, "an empty id names no account");
+        assert_eq!(state.take_account(2, named("41"), 0, 102_000), None);
+        assert_eq!((state.account_in_doubt(), state.checkpoint().counters.bills.len()), (None, 1));
+        assert_eq!(state.take_account(2, named("42"), 0, 102_000), None);
+        assert_eq!(state.take_account(2, named("42"), 0, 102_000), None);
         assert_eq!(state.take_account(2, named("42"), 0, 102_000), Some("41".into()));
         let counters = state.checkpoint().counters;
         assert!(counters.bills.is_empty() && counters.counting_since_ms.is_none(), "{counters:?}");

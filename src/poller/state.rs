@@ -28,6 +28,7 @@ use std::io::Write as _;
 use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use tracing::warn;
 
 const FORMAT: u32 = 1;
 /// The largest state file read. One account's entry is a few KiB to a few hundred; 190 busy
@@ -201,10 +202,15 @@ impl StateStore {
             }
         };
         let mut accounts = file.accounts;
-        let bad: Vec<(String, String)> = accounts
-            .iter()
-            .filter_map(|(account, entry)| SavedAccount::read(entry).err().map(|detail| (account.clone(), detail)))
-            .collect();
+        let mut bad: Vec<(String, String)> = Vec::new();
+        for (account, entry) in &accounts {
+            match SavedAccount::read(entry) {
+                Ok((_, Some(problem))) => warn!(path = %path.display(), account, problem,
+                    "the ledger check saved for this account is not valid; it begins afresh, and the bill counts go on"),
+                Ok((_, None)) => {}
+                Err(detail) => bad.push((account.clone(), detail)),
+            }
+        }
         let opened = if bad.is_empty() {
             Opened::Loaded { accounts: accounts.len() }
         } else {
@@ -257,7 +263,8 @@ impl StateStore {
     pub fn restore(&self, account: &str) -> Result<Option<Restored>, StateError> {
         let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         let Some(entry) = entries.accounts.get(account) else { return Ok(None) };
-        let saved = SavedAccount::read(entry).map_err(|detail| StateError::Corrupt {
+        // A ledger check not valid was said at open; it begins afresh.
+        let (saved, _) = SavedAccount::read(entry).map_err(|detail| StateError::Corrupt {
             path: self.path.clone(),
             detail: format!("entry of account {account:?}: {detail}"),
         })?;
@@ -400,11 +407,18 @@ fn lock(path: &Path) -> Result<std::fs::File, StateError> {
 const PLAUSIBLE_MS: std::ops::RangeInclusive<i64> = 0..=4_102_444_800_000;
 
 impl SavedAccount {
-    /// Reads and checks an entry: every value must be one this exporter could have written.
-    fn read(entry: &RawValue) -> Result<Self, String> {
-        let saved: Self = serde_json::from_str(entry.get()).map_err(|e| e.to_string())?;
+    /// Reads and checks an entry: every value must be one this exporter could have written. A
+    /// ledger check with an implausible time (one an earlier version wrote from an `updated_time`
+    /// of -1) is replaced by a new one, with what was wrong: it is a check of the counts, and
+    /// dropping the cursor and counts for it would lose bills.
+    fn read(entry: &RawValue) -> Result<(Self, Option<String>), String> {
+        let mut saved: Self = serde_json::from_str(entry.get()).map_err(|e| e.to_string())?;
         saved.check()?;
-        Ok(saved)
+        let ledger_problem = saved.ledger.check(&PLAUSIBLE_MS).err();
+        if ledger_problem.is_some() {
+            saved.ledger = Ledger::default();
+        }
+        Ok((saved, ledger_problem))
     }
 
     fn check(&self) -> Result<(), String> {
@@ -424,7 +438,7 @@ impl SavedAccount {
         if self.exchange_account.as_ref().is_some_and(|id| id.len() > MAX_LABEL_BYTES) {
             return Err(format!("an exchange account id longer than {MAX_LABEL_BYTES} bytes"));
         }
-        self.ledger.check(&PLAUSIBLE_MS)
+        Ok(())
     }
 
     /// Sums and balances are of coins and business types that have a count, and those are
@@ -677,6 +691,25 @@ mod tests {
     /// Counts of `n` coins other than USDT, each followed by a comma.
     fn many_coins(n: usize) -> String {
         (0..n).map(|i| format!(r#"{{"coin":"C{i}","business_type":"deposit","count":1}},"#)).collect()
+    }
+
+    #[tokio::test]
+    async fn a_ledger_check_an_earlier_version_began_at_minus_one_begins_afresh_and_the_counts_go_on() {
+        let path = temp_path("ledger-minus-one");
+        let _ = std::fs::remove_file(&path);
+        let (store, _) = StateStore::open(&path).unwrap();
+        let (cursor, counters) = sample();
+        store.save("main", &cursor, &counters, &sample_ledger()).await.unwrap();
+        drop(store);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let written_before = text.replace("\"since_ms\":1713338000000", "\"since_ms\":-1");
+        assert_ne!(written_before, text);
+        std::fs::write(&path, &written_before).unwrap();
+        let (store, opened) = StateStore::open(&path).unwrap();
+        assert_eq!(opened, Opened::Loaded { accounts: 1 }, "not a bad entry");
+        let restored = store.restore("main").unwrap().unwrap();
+        assert_eq!((restored.cursor, restored.counters), (cursor, counters));
+        assert_eq!(restored.ledger, Ledger::default());
     }
 
     #[test]

@@ -165,10 +165,14 @@ async fn another_exchange_accounts_credentials_under_a_name_begin_its_counts_afr
     let b = "{api_key: {env: B_KEY}, secret: {env: B_SECRET}, passphrase: {env: B_PASS}}";
     setup.write("accounts.yml", &format!("accounts:\n  - name: a\n    credentials: {b}\n"));
     exporter.signal("HUP");
-    exporter.wait_logged("the exchange names another account", 1);
+    // Said at once, with the bill scan held; after three answers the counts begin afresh.
+    exporter.wait_logged("its bill counts and ledger check begin afresh", 1);
     setup.add_trade("b");
     exporter.wait_for("b's trade alone under a", |s| trades(s, "a") == Some(1.0)).await;
-    let line = exporter.log().lines().find(|l| l.contains("the exchange names another account")).unwrap().to_owned();
+    let log = exporter.log();
+    let said = |text: &str| log.lines().find(|l| l.contains(text)).unwrap_or_else(|| panic!("{log}")).to_owned();
+    assert!(said("bills are not scanned until").contains("level=warn"), "{log}");
+    let line = said("its bill counts and ledger check begin afresh");
     assert!(line.contains("level=error") && line.contains("account=a"), "{line}");
 }
 
