@@ -95,6 +95,7 @@ pub async fn serve(
         write_timeout: non_zero(settings.request_timeout),
         places: Arc::new(Semaphore::new(connection_limit())),
         handshake_failures: Mutex::default(),
+        plain_http: Mutex::default(),
         waiting_for_places: Mutex::default(),
     });
     let (stop, stopped) = watch::channel(());
@@ -120,6 +121,7 @@ struct ConnectionSettings {
     /// A place for each connection served; a connection accepted holds one until it closes.
     places: Arc<Semaphore>,
     handshake_failures: Mutex<LogLimit>,
+    plain_http: Mutex<LogLimit>,
     waiting_for_places: Mutex<LogLimit>,
 }
 
@@ -145,6 +147,15 @@ impl LogLimit {
 }
 
 impl ConnectionSettings {
+    /// Said apart from failed handshakes, so that a probe without `scheme: HTTPS` does not hide them.
+    fn log_plain_http(&self, peer: SocketAddr) {
+        match LogLimit::allow(&self.plain_http) {
+            Some(not_logged) => warn!(%peer, times_not_logged = not_logged,
+                "a client spoke plain HTTP to the TLS port; it was answered 400 (give it the https scheme)"),
+            None => debug!(%peer, "a client spoke plain HTTP to the TLS port"),
+        }
+    }
+
     fn log_handshake_failure(&self, peer: SocketAddr, error: &std::io::Error) {
         let probe = error.kind() == std::io::ErrorKind::UnexpectedEof;
         match (!probe).then(|| LogLimit::allow(&self.handshake_failures)).flatten() {
@@ -274,12 +285,15 @@ async fn serve_connection(
     let deadline = connections.handshake_timeout.map(|limit| Instant::now() + limit);
     let handshake = async {
         let mut stream = stream;
-        before(deadline, refuse_plain_http(&mut stream)).await?;
-        before(deadline, TlsAcceptor::from(tls.current()).accept(timed(stream))).await
+        if before(deadline, answered_plain_http(&mut stream)).await? {
+            return Ok(None);
+        }
+        before(deadline, TlsAcceptor::from(tls.current()).accept(timed(stream))).await.map(Some)
     };
     let tls_stream = tokio::select! {
         result = handshake => match result {
-            Ok(tls_stream) => tls_stream,
+            Ok(Some(tls_stream)) => tls_stream,
+            Ok(None) => return connections.log_plain_http(peer),
             Err(error) => return connections.log_handshake_failure(peer, &error),
         },
         _ = stopped.changed() => return,
@@ -295,20 +309,17 @@ async fn before<T>(deadline: Option<Instant>, step: impl Future<Output = std::io
 }
 
 /// Answers 400 to a client that speaks plain HTTP to the TLS port (a request starts with a
-/// letter, a TLS handshake with byte 22), so that its user reads what is wrong; then fails.
-async fn refuse_plain_http(stream: &mut TcpStream) -> std::io::Result<()> {
+/// letter, a TLS handshake with byte 22), so that its user reads what is wrong; whether it did.
+async fn answered_plain_http(stream: &mut TcpStream) -> std::io::Result<bool> {
     let mut first = [0u8; 1];
     match stream.peek(&mut first).await? {
         0 => Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "closed before the handshake")),
         _ if first[0].is_ascii_alphabetic() => {
             stream.write_all(PLAIN_HTTP_ANSWER).await?;
             let _ = stream.shutdown().await;
-            Err(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "the client spoke plain HTTP to the TLS port; it was answered 400",
-            ))
+            Ok(true)
         }
-        _ => Ok(()),
+        _ => Ok(false),
     }
 }
 

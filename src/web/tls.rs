@@ -3,9 +3,11 @@
 //!
 //! exporter-toolkit reads the certificate, key and client CA files at every handshake, so a
 //! renewed certificate (cert-manager, certbot) is served without a reload; [`ServerTls`] does the
-//! same, looking at the files' size, time and inode at most once a second and loading them again
+//! same, looking at the files' size, times and inode at most once a second and loading them again
 //! when one changed. Files that cannot be loaded are logged, and the certificate loaded before
-//! goes on serving: a half-written renewal must not take the exporter off the air.
+//! goes on serving: a half-written renewal must not take the exporter off the air. The files are
+//! looked at on a thread of their own, never by a connection, which takes the configuration
+//! loaded last: a mount that hangs (NFS, a CSI driver) holds up that thread alone.
 
 use rustls::crypto::{CryptoProvider, SupportedKxGroup, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
@@ -111,6 +113,7 @@ impl PemSource {
         Some(FileStamp {
             length: metadata.len(),
             modified: metadata.modified().ok(),
+            changed: (metadata.ctime(), metadata.ctime_nsec()),
             inode: (metadata.dev(), metadata.ino()),
         })
     }
@@ -147,18 +150,22 @@ struct Loaded {
     /// The files as they were when `config` was loaded, or last failed to load.
     files: Vec<Option<FileStamp>>,
     looked_at: Instant,
+    /// Whether a thread is looking at the files now: one at a time.
+    looking: bool,
 }
 
 /// What shows that a file changed: a renewal writes a new file (new inode, as cert-manager's
-/// symlink swap and certbot do) or rewrites this one (new time or size).
+/// symlink swap and certbot do), rewrites this one (new size or modification time), or changes
+/// its mode or owner so that it can be read (new change time).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct FileStamp {
     length: u64,
     modified: Option<SystemTime>,
+    changed: (i64, i64),
     inode: (u64, u64),
 }
 
-/// How often the files are looked at, at most: a stat each, on the connection's task.
+/// How often the files are looked at, at most.
 const LOOK_AT_FILES_EVERY: Duration = Duration::from_secs(1);
 
 impl ServerTls {
@@ -167,28 +174,43 @@ impl ServerTls {
         // The stamps first: a file changed while loading is loaded again at the next look.
         let files = settings.file_stamps();
         let config = settings.server_config()?;
-        Ok(Self { settings, loaded: Mutex::new(Loaded { config, files, looked_at: Instant::now() }) })
+        let loaded = Loaded { config, files, looked_at: Instant::now(), looking: false };
+        Ok(Self { settings, loaded: Mutex::new(loaded) })
     }
 
-    /// The configuration for a new connection: loaded again first if a file changed.
-    pub(crate) fn current(&self) -> Arc<ServerConfig> {
+    /// The configuration for a new connection: the one loaded last. Once a second at most, this
+    /// also starts a look at the files, whose outcome serves the connections after it.
+    pub(crate) fn current(self: &Arc<Self>) -> Arc<ServerConfig> {
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        if loaded.looked_at.elapsed() >= LOOK_AT_FILES_EVERY {
-            loaded.looked_at = Instant::now();
-            let files = self.settings.file_stamps();
-            if files != loaded.files {
-                loaded.files = files;
-                match self.settings.server_config() {
-                    Ok(config) => {
-                        loaded.config = config;
-                        info!("the TLS certificate, key or client CA files changed; new connections use them");
-                    }
-                    Err(problem) => warn!(%problem,
-                        "the TLS certificate, key or client CA files changed but cannot be loaded; the certificate loaded before is still served"),
-                }
+        if !loaded.looking && loaded.looked_at.elapsed() >= LOOK_AT_FILES_EVERY {
+            let this = self.clone();
+            match std::thread::Builder::new().name("tls-files".into()).spawn(move || this.look_at_files()) {
+                Ok(_) => loaded.looking = true,
+                Err(error) => warn!(%error, "cannot look at the TLS files for a renewal; trying again later"),
             }
+            loaded.looked_at = Instant::now();
         }
         loaded.config.clone()
+    }
+
+    /// Loads the files again if they changed since they were last loaded or failed to.
+    fn look_at_files(&self) {
+        let files = self.settings.file_stamps();
+        let changed = files != self.loaded.lock().unwrap_or_else(PoisonError::into_inner).files;
+        let reloaded = changed.then(|| self.settings.server_config());
+        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        (loaded.looking, loaded.looked_at) = (false, Instant::now());
+        match reloaded {
+            None => {}
+            Some(Ok(config)) => {
+                (loaded.config, loaded.files) = (config, files);
+                info!("the TLS certificate, key or client CA files changed; new connections use them");
+            }
+            Some(Err(problem)) => {
+                loaded.files = files;
+                warn!(%problem, "the TLS certificate, key or client CA files changed but cannot be loaded; the certificate loaded before is still served");
+            }
+        }
     }
 }
 

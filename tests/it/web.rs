@@ -386,6 +386,7 @@ async fn the_exporter_binary_serves_its_metrics_over_tls_with_basic_auth() {
     drop(TcpStream::connect(exporter.url.trim_start_matches("http://")).await.unwrap());
     let plain = reqwest::get(format!("{}/metrics", exporter.url)).await.unwrap();
     assert_eq!(plain.status(), StatusCode::BAD_REQUEST, "plain HTTP to the TLS port");
+    exporter.wait_logged("a client spoke plain HTTP to the TLS port; it was answered 400", 1);
     let log = exporter.log();
     let failed: Vec<&str> = log.lines().filter(|l| l.contains("TLS handshake failed")).collect();
     assert_eq!(failed.len(), 1, "{log}");
