@@ -67,7 +67,7 @@ pub async fn run(
     };
     let (wanted, settings) = wiring.plan(&config);
     if let Some(store) = &wiring.store {
-        forget_unpolled(store, &wanted)?;
+        forget_unpolled(store, &wanted);
     }
     info!(
         version = crate::version::VERSION,
@@ -381,13 +381,16 @@ fn open_state(path: &std::path::Path) -> Result<StateStore, StateError> {
 /// Kept, an account that comes back (a shard count changed and changed back) would resume from
 /// its old cursor and count again the bills that the replica which polled it meanwhile counted.
 /// (A reload keeps them: an account it removes is polled by no one until one adds it back.)
-fn forget_unpolled(store: &StateStore, wanted: &[Wanted]) -> Result<(), StateError> {
+fn forget_unpolled(store: &StateStore, wanted: &[Wanted]) {
     let polled: Vec<&str> = wanted.iter().map(|w| w.account.name.as_str()).collect();
-    if let Some(Forgotten { accounts, kept }) = store.forget_others(&polled)? {
-        warn!(accounts = %accounts.join(","), kept = %kept.display(),
-            "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (the file as it was is kept aside: if the accounts were left out by mistake, stop the exporter and put it back)");
+    match store.forget_others(&polled) {
+        Ok(Some(Forgotten { accounts, kept })) => warn!(accounts = %accounts.join(","), kept = %kept.display(),
+            "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (the file as it was is kept aside: if the accounts were left out by mistake, stop the exporter and put it back)"),
+        Ok(None) => {}
+        // Polling must not wait for the disk: the entries stay, and are looked at again next start.
+        Err(error) => warn!(%error,
+            "the state file holds accounts this exporter does not poll, and no copy of it could be kept; their entries stay in it"),
     }
-    Ok(())
 }
 
 /// Raises the soft limit on open files to the hard one, as Go's runtime does for node_exporter:

@@ -30,8 +30,8 @@ pub enum Format {
 
 /// How strongly one range of an `Accept` header asks for a format, in the order client_golang's
 /// negotiation (goautoneg) sorts ranges: by weight (in thousandths), then a named type before a
-/// wildcard, then the range with more parameters, then the one listed first.
-type Preference = (u32, bool, usize, Reverse<usize>);
+/// wildcard, then the one listed first.
+type Preference = (u32, bool, Reverse<usize>);
 
 impl Format {
     /// The format an `Accept` header prefers: OpenMetrics if it weighs OpenMetrics (1.0.0 or
@@ -44,18 +44,18 @@ impl Format {
         for (index, range) in accept.unwrap_or("").split(',').enumerate() {
             let mut parts = range.split(';').map(str::trim);
             let media_type = parts.next().unwrap_or_default().to_ascii_lowercase();
-            let (mut weight, mut version, mut parameters) = (1.0f32, None, 0);
+            let (mut weight, mut version) = (1.0f32, None);
             for parameter in parts {
                 let (name, value) = parameter.split_once('=').unwrap_or((parameter, ""));
                 match name.trim().to_ascii_lowercase().as_str() {
                     "q" => weight = value.trim().parse().unwrap_or(0.0),
-                    "version" => (version, parameters) = (Some(value.trim().to_owned()), parameters + 1),
-                    _ => parameters += 1,
+                    "version" => version = Some(value.trim().to_owned()),
+                    _ => {}
                 }
             }
             // q has at most three decimals (RFC 9110); thousandths compare exactly.
             let thousandths = (weight.clamp(0.0, 1.0) * 1000.0).round() as u32;
-            let preference = Some((thousandths, !media_type.contains('*'), parameters, Reverse(index)));
+            let preference = Some((thousandths, !media_type.contains('*'), Reverse(index)));
             match media_type.as_str() {
                 "application/openmetrics-text" if version.as_deref().is_none_or(|v| v == "1.0.0" || v == "0.0.1") => {
                     openmetrics = openmetrics.max(preference);
@@ -485,13 +485,12 @@ mod tests {
         assert_eq!(Format::negotiate(Some("application/openmetrics-text")), Format::OpenMetrics);
         assert_eq!(Format::negotiate(Some("application/openmetrics-text;version=2.0.0")), Format::Text);
         assert_eq!(Format::negotiate(Some("application/openmetrics-text;q=0")), Format::Text);
-        // Equal weights: the range listed first, unless the other names more parameters, or
-        // is a wildcard; as a Go exporter answers.
+        // Equal weights: the range listed first, unless it is a wildcard; as a Go exporter answers.
         assert_eq!(Format::negotiate(Some("application/openmetrics-text, text/plain")), Format::OpenMetrics);
         assert_eq!(Format::negotiate(Some("text/plain, application/openmetrics-text")), Format::Text);
         assert_eq!(Format::negotiate(Some("*/*, application/openmetrics-text")), Format::OpenMetrics);
         let versioned = "text/plain, application/openmetrics-text;version=1.0.0";
-        assert_eq!(Format::negotiate(Some(versioned)), Format::OpenMetrics);
+        assert_eq!(Format::negotiate(Some(versioned)), Format::Text, "parameters do not count");
         assert_eq!(Format::negotiate(Some("text/plain;q=0.5, application/openmetrics-text;q=0.5000")), Format::Text);
     }
 

@@ -54,7 +54,7 @@ pub enum StateError {
         "state file {path} is in use by another process (it holds {lock}); give each exporter a state file of its own"
     )]
     InUse { path: PathBuf, lock: PathBuf },
-    #[error("cannot lock state file {path} with {lock}: {error} (let the exporter's user write the file's folder)")]
+    #[error("cannot lock state file {path} with {lock}: {error} (let the exporter's user write the file's folder, and the lock file if it is there)")]
     Lock { path: PathBuf, lock: PathBuf, error: std::io::Error },
     #[error("cannot keep the unreadable state file {path} as {aside}: {error}; it is left as it is (make its folder writable, or move it away)")]
     CannotKeep { path: PathBuf, aside: PathBuf, error: std::io::Error },
@@ -184,12 +184,12 @@ impl StateStore {
     /// left out of the next write. A file that cannot be read, or kept aside, is an error:
     /// nothing may overwrite it.
     pub fn open(path: &Path) -> Result<(Self, Opened), StateError> {
-        // Read first: a path refused (a directory, a device) gets no lock file beside it. A
-        // process that held the lock meanwhile wrote consistent entries, and ends before this
-        // one writes: its last save is at most re-read from an earlier one, never counted twice.
-        let bytes = read(path)?;
+        // Read once before the lock, so that a path refused (a directory, a device) gets no lock
+        // file beside it; then again under the lock, for what a process that held it until now
+        // saved meanwhile.
+        read(path)?;
         let lock = Some(lock(path)?);
-        let Some(bytes) = bytes else {
+        let Some(bytes) = read(path)? else {
             return Ok((Self { _lock: lock, ..Self::new(path, BTreeMap::new()) }, Opened::Missing));
         };
         let file = match parse(path, &bytes) {
