@@ -389,7 +389,7 @@ fn forget_unpolled(store: &StateStore, wanted: &[Wanted]) {
         Ok(None) => {}
         // Polling must not wait for the disk: the entries stay, and are looked at again next start.
         Err(error) => warn!(%error,
-            "the state file holds accounts this exporter does not poll, and no copy of it could be kept; their entries stay in it"),
+            "the state file holds accounts this exporter does not poll, and no copy of it could be kept; their entries stay in it, so one polled here again later resumes from its saved cursor and may count again bills another replica counted (remove the copies no longer needed)"),
     }
 }
 

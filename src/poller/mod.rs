@@ -195,6 +195,7 @@ impl AccountPoller {
         let mut pace = Pace::Normal;
         let mut healthy = true;
         let mut answered = false;
+        self.state.begin_poll();
         for coin in self.account.coin_ids.clone() {
             let client = &self.account.client;
             let asked_at_ms = client.clock().now_ms();
@@ -224,8 +225,10 @@ impl AccountPoller {
         if pace == Pace::Normal && !answered {
             self.recall(format_args!("bill scan put off: no account answer vouched for the clock"));
         } else if let Some(other) = self.state.account_in_doubt().filter(|_| pace == Pace::Normal) {
+            // Not a complete poll: capi_up says so, and the poll-failing alert if it lasts.
+            healthy = false;
             warn!(account = self.slot.name(), exchange_account = other,
-                "the exchange names another account than the one whose bills are counted under this name (the credentials of another account?); bills are not scanned until it names the counted one again, or names this one for three answers in a row, when the counts begin afresh");
+                "the exchange names another account than the one whose bills are counted under this name (the credentials of another account?); bills are not scanned, and capi_up is 0, until it names the counted one again, or names this one in three polls in a row, when the counts begin afresh");
             self.recall(format_args!("bill scan put off: the answer names exchange account {other}"));
         } else if pace == Pace::Normal {
             if let Err(e) = self.scan_bills().await {

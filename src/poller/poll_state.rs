@@ -46,8 +46,10 @@ pub struct PollState {
     cursor: Option<BillCursor>,
     /// Whether the cursor was restored and not yet checked against the exchange's clock.
     restored_unchecked: bool,
-    /// Another exchange account than the counts are of, named by this many answers in a row.
+    /// Another exchange account than the counts are of, named in this many polls in a row.
     other_account: Option<(String, u32)>,
+    /// Whether an answer of this poll named the other account already (it counts once a poll).
+    other_named_this_poll: bool,
     /// Shared with the published snapshot: copied on write, only when bills arrive.
     counters: Arc<BillCounters>,
     /// Shared with the checkpoint between polls: copied on write.
@@ -60,9 +62,9 @@ pub struct PollState {
     fetched_at_ms: BTreeMap<u64, i64>,
 }
 
-/// How many answers in a row must name another exchange account than the counts are of before
-/// they begin afresh for it (see [`PollState::claim_account`]).
-const ANSWERS_TO_CHANGE_ACCOUNT: u32 = 3;
+/// In how many polls in a row answers must name another exchange account than the counts are
+/// of before they begin afresh for it (see [`PollState::claim_account`]).
+const POLLS_TO_CHANGE_ACCOUNT: u32 = 3;
 
 impl PollState {
     /// Continues from `checkpoint`, showing the figures of `published` until new ones arrive.
@@ -79,6 +81,7 @@ impl PollState {
             cursor: None,
             restored_unchecked: checkpoint.cursor.is_some(),
             other_account: None,
+            other_named_this_poll: false,
             counters: checkpoint.counters,
             ledger,
             coin_ids_by_name,
@@ -96,8 +99,9 @@ impl PollState {
         let named = info.account.as_ref().and_then(|account| account.fields.id.clone());
         let replaced = named.and_then(|id| self.claim_account(id));
         let info = with_coin_id(info, coin);
-        // Bills name their coin: a coin without a name has no bills to compare with.
-        if self.coin_ids_by_name.values().any(|id| *id == coin) {
+        // Bills name their coin: a coin without a name has no bills to compare with. An answer
+        // that may be another account's would set the ledger's baseline wrong.
+        if self.coin_ids_by_name.values().any(|id| *id == coin) && self.other_account.is_none() {
             Arc::make_mut(&mut self.ledger).observe(coin, &info, asked_at_ms);
         }
         self.coins.insert(coin, Arc::new(info));
@@ -105,9 +109,14 @@ impl PollState {
         replaced
     }
 
+    /// Begins a poll: the other account's polls in a row are counted once each.
+    pub fn begin_poll(&mut self) {
+        self.other_named_this_poll = false;
+    }
+
     /// Records whose bills are counted. Counts of another exchange account (its credentials now
     /// under this name, by a mistake in the accounts file) are not added to: once answers name
-    /// the other account [`ANSWERS_TO_CHANGE_ACCOUNT`] times in a row, the counts, cursor and
+    /// the other account in [`POLLS_TO_CHANGE_ACCOUNT`] polls in a row, the counts, cursor and
     /// ledger check begin afresh from now (the backfill is a first start's). Until then the bill
     /// scan waits ([`Self::account_in_doubt`]), so that one odd answer changes nothing.
     fn claim_account(&mut self, id: String) -> Option<String> {
@@ -124,12 +133,14 @@ impl PollState {
             self.other_account = None;
             return None;
         }
-        let answers = match self.other_account.take() {
-            Some((other, answers)) if other == id => answers.saturating_add(1),
+        let polls = match self.other_account.take() {
+            Some((other, polls)) if other == id && self.other_named_this_poll => polls,
+            Some((other, polls)) if other == id => polls.saturating_add(1),
             _ => 1,
         };
-        if answers < ANSWERS_TO_CHANGE_ACCOUNT {
-            self.other_account = Some((id, answers));
+        self.other_named_this_poll = true;
+        if polls < POLLS_TO_CHANGE_ACCOUNT {
+            self.other_account = Some((id, polls));
             return None;
         }
         self.cursor = None;
@@ -319,14 +330,21 @@ mod tests {
         Arc::make_mut(&mut state.counters).bills.insert(("USDT".into(), "deposit".into()), 3);
         assert_eq!(state.take_account(2, named("41"), 0, 101_000), None);
         assert_eq!(state.checkpoint().counters.bills.len(), 1, "the same account's counts go on");
-        // One odd answer changes nothing, but holds the bill scan; three in a row begin afresh.
+        // One odd answer changes nothing, but holds the bill scan; three polls in a row begin
+        // afresh, however many coins' answers each poll has.
+        state.begin_poll();
         assert_eq!(state.take_account(2, named("42"), 0, 102_000), None);
         assert_eq!(state.account_in_doubt().as_deref(), Some("42"));
         assert_eq!(state.take_account(2, named(""), 0, 102_000), None, "an empty id names no account");
         assert_eq!(state.take_account(2, named("41"), 0, 102_000), None);
         assert_eq!((state.account_in_doubt(), state.checkpoint().counters.bills.len()), (None, 1));
-        assert_eq!(state.take_account(2, named("42"), 0, 102_000), None);
-        assert_eq!(state.take_account(2, named("42"), 0, 102_000), None);
+        for _ in 0..2 {
+            state.begin_poll();
+            for _ in 0..3 {
+                assert_eq!(state.take_account(2, named("42"), 0, 102_000), None, "three coins, one poll");
+            }
+        }
+        state.begin_poll();
         assert_eq!(state.take_account(2, named("42"), 0, 102_000), Some("41".into()));
         let counters = state.checkpoint().counters;
         assert!(counters.bills.is_empty() && counters.counting_since_ms.is_none(), "{counters:?}");

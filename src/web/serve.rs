@@ -35,7 +35,7 @@ const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(500);
 /// events left out before it.
 const LOG_AT_MOST_EVERY: Duration = Duration::from_secs(10);
 /// Connections served at once, at most; see [`connection_limit`].
-const MAX_CONNECTIONS: usize = 4096;
+const MAX_CONNECTIONS: usize = 512;
 /// What a client speaking plain HTTP to the TLS port is told, as Go's server tells it.
 const PLAIN_HTTP_ANSWER: &[u8] =
     b"HTTP/1.0 400 Bad Request\r\nContent-Type: text/plain\r\n\r\nClient sent an HTTP request to an HTTPS server.\n";
@@ -169,8 +169,9 @@ impl ConnectionSettings {
 /// How many connections are served at once: half the open-files limit, so that connections to
 /// `/metrics` (idle ones too, for the 10 s a client has to send its headers) cannot take the
 /// descriptors the exchange's connections and the state file need; and at most
-/// [`MAX_CONNECTIONS`], which bounds the memory a flood of idle connections holds (a few KiB
-/// each). Further connections wait in the kernel's queue until one closes. Whoever can reach the
+/// [`MAX_CONNECTIONS`], which bounds the memory a flood of idle connections holds (up to 80 KiB
+/// each, with 63 KiB of headers not yet finished: 40 MiB). Further connections wait in the
+/// kernel's queue until one closes. Whoever can reach the
 /// port can hold every place, as with any server that accepts connections before authenticating
 /// them: keep the port to the Prometheus servers' network.
 fn connection_limit() -> usize {

@@ -5,9 +5,10 @@
 //! renewed certificate (cert-manager, certbot) is served without a reload; [`ServerTls`] does the
 //! same, looking at the files' size, times and inode at most once a second and loading them again
 //! when one changed. Files that cannot be loaded are logged, and the certificate loaded before
-//! goes on serving: a half-written renewal must not take the exporter off the air. The files are
-//! looked at on a thread of their own, never by a connection, which takes the configuration
-//! loaded last: a mount that hangs (NFS, a CSI driver) holds up that thread alone.
+//! goes on serving: a half-written renewal must not take the exporter off the air; they are tried
+//! again at every look until they load. The files are looked at on a thread of their own, never
+//! by a connection, which takes the configuration loaded last: a mount that hangs (NFS, a CSI
+//! driver) holds up no connection.
 
 use rustls::crypto::{CryptoProvider, SupportedKxGroup, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
@@ -147,8 +148,10 @@ pub(crate) struct ServerTls {
 #[derive(Debug)]
 struct Loaded {
     config: Arc<ServerConfig>,
-    /// The files as they were when `config` was loaded, or last failed to load.
+    /// The files as they were when `config` was loaded.
     files: Vec<Option<FileStamp>>,
+    /// The files as they were when they last failed to load, not to warn twice of the same.
+    failed: Option<Vec<Option<FileStamp>>>,
     looked_at: Instant,
     /// Whether a thread is looking at the files now: one at a time.
     looking: bool,
@@ -174,7 +177,7 @@ impl ServerTls {
         // The stamps first: a file changed while loading is loaded again at the next look.
         let files = settings.file_stamps();
         let config = settings.server_config()?;
-        let loaded = Loaded { config, files, looked_at: Instant::now(), looking: false };
+        let loaded = Loaded { config, files, failed: None, looked_at: Instant::now(), looking: false };
         Ok(Self { settings, loaded: Mutex::new(loaded) })
     }
 
@@ -193,24 +196,37 @@ impl ServerTls {
         loaded.config.clone()
     }
 
-    /// Loads the files again if they changed since they were last loaded or failed to.
+    /// Loads the files again if they changed since they were last loaded.
     fn look_at_files(&self) {
+        // Whatever happens here, even a panic, the next look may start.
+        let _done = LookDone(self);
         let files = self.settings.file_stamps();
         let changed = files != self.loaded.lock().unwrap_or_else(PoisonError::into_inner).files;
         let reloaded = changed.then(|| self.settings.server_config());
         let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        (loaded.looking, loaded.looked_at) = (false, Instant::now());
         match reloaded {
             None => {}
             Some(Ok(config)) => {
-                (loaded.config, loaded.files) = (config, files);
+                (loaded.config, loaded.files, loaded.failed) = (config, files, None);
                 info!("the TLS certificate, key or client CA files changed; new connections use them");
             }
             Some(Err(problem)) => {
-                loaded.files = files;
-                warn!(%problem, "the TLS certificate, key or client CA files changed but cannot be loaded; the certificate loaded before is still served");
+                if loaded.failed.as_ref() != Some(&files) {
+                    warn!(%problem, "the TLS certificate, key or client CA files changed but cannot be loaded; the certificate loaded before is still served, and they are tried again every second");
+                }
+                loaded.failed = Some(files);
             }
         }
+    }
+}
+
+/// Ends a look at the files when dropped.
+struct LookDone<'a>(&'a ServerTls);
+
+impl Drop for LookDone<'_> {
+    fn drop(&mut self) {
+        let mut loaded = self.0.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        (loaded.looking, loaded.looked_at) = (false, Instant::now());
     }
 }
 

@@ -171,7 +171,7 @@ async fn another_exchange_accounts_credentials_under_a_name_begin_its_counts_afr
     exporter.wait_for("b's trade alone under a", |s| trades(s, "a") == Some(1.0)).await;
     let log = exporter.log();
     let said = |text: &str| log.lines().find(|l| l.contains(text)).unwrap_or_else(|| panic!("{log}")).to_owned();
-    assert!(said("bills are not scanned until").contains("level=warn"), "{log}");
+    assert!(said("bills are not scanned, and capi_up is 0").contains("level=warn"), "{log}");
     let line = said("its bill counts and ledger check begin afresh");
     assert!(line.contains("level=error") && line.contains("account=a"), "{line}");
 }
