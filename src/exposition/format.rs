@@ -37,7 +37,7 @@ impl Format {
     /// The format an `Accept` header prefers: OpenMetrics if it weighs OpenMetrics (1.0.0 or
     /// 0.0.1, or no version) above the classic text format, else the classic text format, as
     /// for a client that sends no `Accept` (`curl`) or asks for `text/plain` or anything. Ranges
-    /// of equal weight are ordered as client_golang's negotiation orders them (see [`Preference`]).
+    /// of equal weight are ordered as client_golang's negotiation orders them (see `Preference`).
     pub fn negotiate(accept: Option<&str>) -> Format {
         let mut openmetrics: Option<Preference> = None;
         let mut text: Option<Preference> = None;

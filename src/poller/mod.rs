@@ -202,9 +202,8 @@ impl AccountPoller {
             match self.request(Endpoint::Account, || client.account(coin)).await {
                 Ok(info) => {
                     answered = true;
-                    let named = info.account.as_ref().and_then(|account| account.fields.id.clone());
-                    if let Some(counted) = self.state.take_account(coin, info, local_now_ms(), asked_at_ms) {
-                        error!(account = self.slot.name(), exchange_account = named.unwrap_or_default(), counted_exchange_account = counted,
+                    if let Some(change) = self.state.take_account(coin, info, local_now_ms(), asked_at_ms) {
+                        error!(account = self.slot.name(), exchange_account = change.now, counted_exchange_account = change.counted,
                             "the exchange names another account than the one whose bills were counted under this name (the credentials of another account?); its bill counts and ledger check begin afresh");
                     }
                 }

@@ -62,6 +62,14 @@ pub struct PollState {
     fetched_at_ms: BTreeMap<u64, i64>,
 }
 
+/// The exchange account whose bills were counted under a name, and the one they are now counted
+/// of, afresh.
+#[derive(Debug, PartialEq, Eq)]
+pub struct AccountChange {
+    pub counted: String,
+    pub now: String,
+}
+
 /// In how many polls in a row answers must name another exchange account than the counts are
 /// of before they begin afresh for it (see [`PollState::claim_account`]).
 const POLLS_TO_CHANGE_ACCOUNT: u32 = 3;
@@ -93,9 +101,15 @@ impl PollState {
     }
 
     /// Takes a coin's account answer, fetched at `now_ms` by this machine's clock and asked for
-    /// at `asked_at_ms` by the exchange's. Returns the exchange account the counts were of, when
-    /// the answer names another: they begin afresh then (see [`Self::claim_account`]).
-    pub fn take_account(&mut self, coin: u64, info: AccountInfo, now_ms: i64, asked_at_ms: i64) -> Option<String> {
+    /// at `asked_at_ms` by the exchange's. Returns the exchange accounts the counts were of and
+    /// are of now, when they begin afresh for another (see `claim_account`).
+    pub fn take_account(
+        &mut self,
+        coin: u64,
+        info: AccountInfo,
+        now_ms: i64,
+        asked_at_ms: i64,
+    ) -> Option<AccountChange> {
         let named = info.account.as_ref().and_then(|account| account.fields.id.clone());
         let replaced = named.and_then(|id| self.claim_account(id));
         let info = with_coin_id(info, coin);
@@ -119,7 +133,7 @@ impl PollState {
     /// the other account in [`POLLS_TO_CHANGE_ACCOUNT`] polls in a row, the counts, cursor and
     /// ledger check begin afresh from now (the backfill is a first start's). Until then the bill
     /// scan waits ([`Self::account_in_doubt`]), so that one odd answer changes nothing.
-    fn claim_account(&mut self, id: String) -> Option<String> {
+    fn claim_account(&mut self, id: String) -> Option<AccountChange> {
         // No account is named by an empty or zero id; one longer than a label would be refused by
         // the state file's reader.
         if id.is_empty() || id == "0" || id.len() > MAX_LABEL_BYTES {
@@ -147,8 +161,8 @@ impl PollState {
         self.restored_unchecked = false;
         self.backfill_ms = 0;
         self.ledger = Arc::default();
-        self.counters = Arc::new(BillCounters { exchange_account_id: Some(id), ..BillCounters::default() });
-        Some(counted)
+        self.counters = Arc::new(BillCounters { exchange_account_id: Some(id.clone()), ..BillCounters::default() });
+        Some(AccountChange { counted, now: id })
     }
 
     /// The other exchange account the last answers named, while the counts are not yet taken
@@ -345,7 +359,8 @@ mod tests {
             }
         }
         state.begin_poll();
-        assert_eq!(state.take_account(2, named("42"), 0, 102_000), Some("41".into()));
+        let change = AccountChange { counted: "41".into(), now: "42".into() };
+        assert_eq!(state.take_account(2, named("42"), 0, 102_000), Some(change));
         let counters = state.checkpoint().counters;
         assert!(counters.bills.is_empty() && counters.counting_since_ms.is_none(), "{counters:?}");
         assert_eq!(counters.exchange_account_id.as_deref(), Some("42"));

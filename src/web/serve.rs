@@ -74,7 +74,7 @@ impl WebStack {
 /// `shutdown` it stops accepting, lets the requests in flight finish (for at most the request
 /// timeout), closes idle connections, and returns. A bad client closes that one connection and is
 /// logged at debug level; a failed TLS handshake too, and it is logged as a warning (see
-/// [`HANDSHAKE_FAILURE_LOG_EVERY`]) unless the client closed before sending a byte (a TCP probe).
+/// [`LOG_AT_MOST_EVERY`]) unless the client closed before sending a byte (a TCP probe).
 pub async fn serve(
     listeners: Vec<TcpListener>,
     stacks: watch::Receiver<Arc<WebStack>>,
@@ -171,9 +171,9 @@ impl ConnectionSettings {
 /// descriptors the exchange's connections and the state file need; and at most
 /// [`MAX_CONNECTIONS`], which bounds the memory a flood of idle connections holds (up to 80 KiB
 /// each, with 63 KiB of headers not yet finished: 40 MiB). Further connections wait in the
-/// kernel's queue until one closes. Whoever can reach the
-/// port can hold every place, as with any server that accepts connections before authenticating
-/// them: keep the port to the Prometheus servers' network.
+/// kernel's queue until one closes. Whoever can reach the port can hold every place, as with any
+/// server that accepts connections before authenticating them: keep the port to the Prometheus
+/// servers' network.
 fn connection_limit() -> usize {
     let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
     usize::try_from(open_files / 2).unwrap_or(usize::MAX).clamp(1, MAX_CONNECTIONS)
