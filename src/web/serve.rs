@@ -74,7 +74,7 @@ impl WebStack {
 /// `shutdown` it stops accepting, lets the requests in flight finish (for at most the request
 /// timeout), closes idle connections, and returns. A bad client closes that one connection and is
 /// logged at debug level; a failed TLS handshake too, and it is logged as a warning (see
-/// [`LOG_AT_MOST_EVERY`]) unless the client closed before sending a byte (a TCP probe).
+/// `LOG_AT_MOST_EVERY`) unless the client closed before sending a byte (a TCP probe).
 pub async fn serve(
     listeners: Vec<TcpListener>,
     stacks: watch::Receiver<Arc<WebStack>>,
