@@ -188,17 +188,16 @@ impl StateStore {
         // file beside it; then again under the lock, for what a process that held it until now
         // saved meanwhile.
         read(path)?;
-        let lock = Some(lock(path)?);
-        let Some(bytes) = read(path)? else {
-            return Ok((Self { _lock: lock, ..Self::new(path, BTreeMap::new()) }, Opened::Missing));
-        };
+        let lock = lock(path)?;
+        let store = |accounts| Self { _lock: Some(lock), ..Self::new(path, accounts) };
+        let Some(bytes) = read(path)? else { return Ok((store(BTreeMap::new()), Opened::Missing)) };
         let file = match parse(path, &bytes) {
             Ok(file) => file,
             Err(error @ StateError::Newer { .. }) => return Err(error),
             Err(error) => {
                 let aside = keep_aside(path, CORRUPT, |aside| std::fs::rename(path, aside))?;
                 let opened = Opened::MovedAside { aside, error: error.to_string() };
-                return Ok((Self { _lock: lock, ..Self::new(path, BTreeMap::new()) }, opened));
+                return Ok((store(BTreeMap::new()), opened));
             }
         };
         let mut accounts = file.accounts;
@@ -222,7 +221,7 @@ impl StateStore {
             }
             Opened::BadEntries { kept, entries: bad }
         };
-        Ok((Self { _lock: lock, ..Self::new(path, accounts) }, opened))
+        Ok((store(accounts), opened))
     }
 
     fn new(path: &Path, accounts: BTreeMap<String, Box<RawValue>>) -> Self {
@@ -342,11 +341,7 @@ const UNPOLLED: &str = ".unpolled";
 /// Keeps the file as `<path><suffix>` (or `<suffix>.1`, `.2`... when taken) by `keep`, which
 /// renames or copies it there. Failing to keep it is an error: it must not be overwritten.
 fn keep_aside(path: &Path, suffix: &str, keep: impl Fn(&Path) -> std::io::Result<()>) -> Result<PathBuf, StateError> {
-    let name = |n: u32| {
-        let mut aside = path.as_os_str().to_owned();
-        aside.push(if n == 0 { suffix.to_owned() } else { format!("{suffix}.{n}") });
-        PathBuf::from(aside)
-    };
+    let name = |n: u32| beside(path, &if n == 0 { suffix.to_owned() } else { format!("{suffix}.{n}") });
     let cannot_keep = |aside: PathBuf, error| StateError::CannotKeep { path: path.to_path_buf(), aside, error };
     let Some(aside) = (0..100).map(name).find(|aside| !aside.exists()) else {
         let error = std::io::Error::other("its 100 earlier copies are all there; remove those no longer needed");
@@ -371,9 +366,7 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
 
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     let fail = |error| StateError::Write { path: path.to_path_buf(), error };
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".tmp");
-    let temporary = PathBuf::from(temporary);
+    let temporary = beside(path, ".tmp");
     let mut file = std::fs::File::create(&temporary).map_err(fail)?;
     file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
     file.write_all(bytes).map_err(fail)?;
@@ -384,12 +377,18 @@ fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
     std::fs::File::open(folder).and_then(|f| f.sync_all()).map_err(fail)
 }
 
+/// `<path><suffix>`: the files kept beside the state file (its copies, its temporary file, its
+/// lock).
+fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut beside = path.as_os_str().to_owned();
+    beside.push(suffix);
+    PathBuf::from(beside)
+}
+
 /// Takes the lock on `<path>.lock`, which the returned file holds until it is closed (by the
 /// operating system too, if the process dies).
 fn lock(path: &Path) -> Result<std::fs::File, StateError> {
-    let mut lock_path = path.as_os_str().to_owned();
-    lock_path.push(".lock");
-    let lock_path = PathBuf::from(lock_path);
+    let lock_path = beside(path, ".lock");
     let failed = |error| StateError::Lock { path: path.to_path_buf(), lock: lock_path.clone(), error };
     let file = std::fs::OpenOptions::new().create(true).truncate(false).write(true).mode(0o600).open(&lock_path);
     let file = file.map_err(failed)?;
@@ -661,24 +660,21 @@ mod tests {
         assert_eq!(restored.counters.counting_since_ms, Some(6), "no gap claimed before the first unsettled ms");
     }
 
-    fn aside(path: &Path, suffix: &str) -> PathBuf {
-        let mut aside = path.as_os_str().to_owned();
-        aside.push(suffix);
-        PathBuf::from(aside)
-    }
-
     #[tokio::test]
     async fn a_corrupt_file_is_moved_aside_never_overwritten() {
         let path = temp_path("corrupt");
         for suffix in [".corrupt", ".corrupt.1"] {
-            let _ = std::fs::remove_file(aside(&path, suffix));
+            let _ = std::fs::remove_file(beside(&path, suffix));
         }
         for (round, suffix) in [(0, ".corrupt"), (1, ".corrupt.1")] {
             let content = format!("{{\"format\":1,\"accounts\":{{ round {round}");
             std::fs::write(&path, &content).unwrap();
             let (store, opened) = StateStore::open(&path).unwrap();
-            assert!(matches!(&opened, Opened::MovedAside { aside: a, .. } if *a == aside(&path, suffix)), "{opened:?}");
-            assert_eq!(std::fs::read_to_string(aside(&path, suffix)).unwrap(), content, "kept as it was");
+            assert!(
+                matches!(&opened, Opened::MovedAside { aside: a, .. } if *a == beside(&path, suffix)),
+                "{opened:?}"
+            );
+            assert_eq!(std::fs::read_to_string(beside(&path, suffix)).unwrap(), content, "kept as it was");
             assert!(!path.exists(), "moved, not copied");
             assert!(store.restore("main").unwrap().is_none());
             let (cursor, counters) = sample();
@@ -726,7 +722,7 @@ mod tests {
     #[tokio::test]
     async fn a_file_with_a_bad_entry_is_kept_aside_before_it_is_written() {
         let path = temp_path("bad-entry");
-        let _ = std::fs::remove_file(aside(&path, ".corrupt"));
+        let _ = std::fs::remove_file(beside(&path, ".corrupt"));
         let good = serde_json::to_string(&SavedAccount::new(&sample().0, &sample().1, sample_ledger())).unwrap();
         for bad in [
             r#"{"settled_through":"x"}"#.to_string(),
@@ -846,14 +842,14 @@ mod tests {
         let error = StateStore::open(&path).unwrap_err().to_string();
         assert!(error.contains("written by a newer exporter (format 2; this one reads 1)"), "{error}");
         assert_eq!(std::fs::read_to_string(&path).unwrap(), content);
-        assert!(!aside(&path, ".corrupt").exists());
+        assert!(!beside(&path, ".corrupt").exists());
     }
 
     #[tokio::test]
     async fn accounts_not_polled_are_dropped_once_the_file_is_copied_aside() {
         let path = temp_path("unpolled");
         let _ = std::fs::remove_file(&path);
-        let _ = std::fs::remove_file(aside(&path, ".unpolled"));
+        let _ = std::fs::remove_file(beside(&path, ".unpolled"));
         let (store, _) = StateStore::open(&path).unwrap();
         let (cursor, counters) = sample();
         for account in ["main", "other"] {
@@ -864,7 +860,7 @@ mod tests {
         let (store, _) = StateStore::open(&path).unwrap();
         assert_eq!(store.forget_others(&["main", "other"]).unwrap(), None, "nothing to drop, nothing copied");
         let forgotten = store.forget_others(&["main"]).unwrap().unwrap();
-        assert_eq!(forgotten, Forgotten { accounts: vec!["other".into()], kept: aside(&path, ".unpolled") });
+        assert_eq!(forgotten, Forgotten { accounts: vec!["other".into()], kept: beside(&path, ".unpolled") });
         assert_eq!(std::fs::read_to_string(&forgotten.kept).unwrap(), on_disk, "kept as it was");
         assert!(store.restore("other").unwrap().is_none());
         store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
