@@ -94,6 +94,8 @@ pub struct Cli {
     /// YAML file listing several accounts, each with its own credentials.
     #[arg(long = "config.file", env = "CAPI_CONFIG_FILE")]
     pub config_file: Option<PathBuf>,
+    // The text is clap's help, where `[IPv6]` is no link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     /// Address to serve /metrics on: host:port, [IPv6]:port or :port (every address, IPv6 and IPv4);
     /// repeat the flag (or separate with commas) to listen on several.
     #[arg(

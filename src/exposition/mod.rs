@@ -1,4 +1,4 @@
-//! Snapshots to the page scrapers read, in the format each asks for (see [`format`]).
+//! Snapshots to the page scrapers read, in the format each asks for (see [`mod@format`]).
 //!
 //! Each account's lines are rendered from its snapshot once per publication and kept, as
 //! kube-state-metrics keeps each object's lines: a scrape renders the lines of the accounts that

@@ -7,7 +7,7 @@
 //!   A query whose answer says `hasNextPage` is split: halves of the time window down to one
 //!   millisecond, then per business type, then per coin, then per symbol: over every value the
 //!   account is known to use ([`KnownValues`]), the configured coins and the values on the page.
-//!   Where that cannot be proven complete, [`Accepted::shortfalls`] says so (see [`crowded`]).
+//!   Where that cannot be proven complete, [`Accepted::shortfall`] says so (see [`Shortfall`]).
 //! - Bounds are widened by one millisecond on each side (exact if the exchange treats them as
 //!   exclusive, a superset if inclusive) until a bill exactly on a sent bound proves that bound
 //!   inclusive; from then on it is sent exactly.

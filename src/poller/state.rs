@@ -271,7 +271,7 @@ impl StateStore {
     }
 
     /// Records one account's state and returns once it is on disk, or with an error after
-    /// [`SAVE_PATIENCE`].
+    /// `SAVE_PATIENCE`.
     pub async fn save(
         &self,
         account: &str,

@@ -105,7 +105,7 @@ impl AccountSlot {
         self.ever_up.load(Ordering::Acquire)
     }
 
-    /// Adds a line to the recent polls' log, cut to [`MAX_LINE_BYTES`]; the oldest lines go to
+    /// Adds a line to the recent polls' log, cut to `MAX_LINE_BYTES`; the oldest lines go to
     /// make room for it.
     pub fn log_recent(&self, line: String) {
         let line = super::stats::cut(line, MAX_LINE_BYTES);

@@ -28,7 +28,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 /// A validated web configuration. Reading the certificates and keys it names happens in
-/// [`WebConfig::load`] and again when [`super::serve`] starts, never in [`WebConfig::parse`].
+/// [`WebConfig::load`] and again when [`super::serve()`] starts, never in [`WebConfig::parse`].
 /// Its Debug output shows no password hash and no inline key: their own Debug hides them.
 #[derive(Clone, Debug)]
 pub struct WebConfig {

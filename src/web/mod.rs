@@ -5,7 +5,7 @@
 //! (`--web.config.file`), so files written for other exporters work unchanged. A [`WebStack`] is
 //! an [`axum::Router`] with what the file asks for (TLS, client certificates, basic auth, extra
 //! headers, a rate limit) and what [`WebSettings`] bounds (requests in flight, time per request,
-//! time to send the request headers); [`serve`] answers requests on listeners with the latest
+//! time to send the request headers); [`serve()`] answers requests on listeners with the latest
 //! stack, which a reload replaces.
 //!
 //! Every request passes, from the outside in: the configured headers (set on every response,
@@ -33,7 +33,7 @@ pub use status::POLL_LOG_PATH;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How [`serve`] runs: the optional web configuration and the limits that flags set.
+/// How [`serve()`] runs: the optional web configuration and the limits that flags set.
 #[derive(Clone, Debug)]
 pub struct WebSettings {
     /// The parsed web configuration file; `None` serves plain HTTP without authentication.
