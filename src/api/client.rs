@@ -315,10 +315,24 @@ fn interpret<'a>(
     match (status, json) {
         (200..=299, Ok(json)) => Ok(json),
         (200..=299, Err(error)) => {
+            let (what, line, column) = (json_problem(&error), error.line(), error.column());
             let start = snippet(body, hidden);
-            Err(ApiError::Decode(format!("not a JSON object, {error} of {} bytes: {start}", body.len())))
+            Err(ApiError::Decode(format!(
+                "not a JSON object ({what}, line {line}, column {column}) of {} bytes: {start}",
+                body.len()
+            )))
         }
         (status, _) => Err(ApiError::Http { status, snippet: snippet(body, hidden) }),
+    }
+}
+
+/// What is wrong with an answer that is no JSON object, in words of our own: serde_json's message
+/// quotes the value it found, a whole string answer (an echo of the credentials, or 16 MiB) with it.
+fn json_problem(error: &serde_json::Error) -> &'static str {
+    match error.classify() {
+        serde_json::error::Category::Data => "a value of another type",
+        serde_json::error::Category::Eof => "cut short",
+        serde_json::error::Category::Syntax | serde_json::error::Category::Io => "not JSON",
     }
 }
 
@@ -528,6 +542,28 @@ mod tests {
         let page = format!("<pre>{}ACCESS-KEY: bg_3f9a</pre>", "x".repeat(98));
         let ApiError::Http { snippet, .. } = error(502, &page) else { panic!() };
         assert!(snippet.ends_with("ACCESS-KEY: [REDA..."), "{snippet}");
+    }
+
+    #[test]
+    fn a_success_answer_that_is_no_object_is_described_without_its_text() {
+        use super::super::credentials::Secret;
+        let credentials =
+            Credentials { api_key: Secret::new("bg_3f9a"), secret: Secret::new("s3"), passphrase: Secret::new("p4") };
+        let hidden = Some(Hidden { credentials: &credentials, signature: "Rg+jv/w=" });
+        let decode_error = |body: &[u8]| match interpret(200, None, None, body, hidden) {
+            Err(ApiError::Decode(text)) => text,
+            other => panic!("{other:?}"),
+        };
+        // serde_json's own message quotes a string answer whole, past the redaction and the cut.
+        let echo = decode_error(br#""denied: ACCESS-KEY=bg_3f9a""#);
+        assert_eq!(
+            echo,
+            r#"not a JSON object (a value of another type, line 1, column 28) of 28 bytes: "denied: ACCESS-KEY=[REDACTED]""#
+        );
+        let long = decode_error(format!("\"{}\"", "x".repeat(1 << 20)).as_bytes());
+        assert!(long.len() < 300, "{} bytes", long.len());
+        assert_eq!(decode_error(b"{\"a\":"), "not a JSON object (cut short, line 1, column 5) of 5 bytes: {\"a\":");
+        assert_eq!(decode_error(b"<html>"), "not a JSON object (not JSON, line 1, column 1) of 6 bytes: <html>");
     }
 
     #[test]
