@@ -75,7 +75,8 @@ pub struct AccountChange {
 const POLLS_TO_CHANGE_ACCOUNT: u32 = 3;
 
 impl PollState {
-    /// Continues from `checkpoint`, showing the figures of `published` until new ones arrive.
+    /// Continues from `checkpoint`, showing the figures of `published` until new ones arrive;
+    /// those of coins no longer in `coin_ids` go, since nothing would ever replace them.
     pub fn new(checkpoint: Checkpoint, published: &AccountSnapshot, settings: &PollSettings, coin_ids: &[u64]) -> Self {
         let coin_ids_by_name: BTreeMap<String, u64> =
             coin_ids.iter().filter_map(|id| Some((settings.coins.name(*id)?.to_owned(), *id))).collect();
@@ -93,8 +94,8 @@ impl PollState {
             counters: checkpoint.counters,
             ledger,
             coin_ids_by_name,
-            coins: published.coins.clone(),
-            fetched_at_ms: published.fetched_at_ms.clone(),
+            coins: only_coins(&published.coins, coin_ids),
+            fetched_at_ms: only_coins(&published.fetched_at_ms, coin_ids),
         };
         state.cursor = checkpoint.cursor.map(|cursor| state.bill_cursor(cursor));
         state
@@ -272,6 +273,10 @@ impl PollState {
     }
 }
 
+fn only_coins<T: Clone>(by_coin: &BTreeMap<u64, T>, coin_ids: &[u64]) -> BTreeMap<u64, T> {
+    by_coin.iter().filter(|(coin, _)| coin_ids.contains(coin)).map(|(coin, value)| (*coin, value.clone())).collect()
+}
+
 fn millis(duration: std::time::Duration) -> i64 {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
@@ -305,6 +310,20 @@ mod tests {
         assert_eq!(info.collateral[0].coin_id.as_deref(), Some("2"));
         assert_eq!(info.collateral[1].coin_id.as_deref(), Some("9"));
         assert_eq!(info.positions[0].coin_id.as_deref(), Some("2"));
+    }
+
+    #[test]
+    fn figures_of_coins_no_longer_polled_are_not_carried_over() {
+        let info = Arc::new(AccountInfo::default());
+        let published = AccountSnapshot {
+            coins: [(1, info.clone()), (2, info)].into(),
+            fetched_at_ms: [(1, 1_000), (2, 1_000)].into(),
+            ..AccountSnapshot::default()
+        };
+        let snapshot =
+            PollState::new(Checkpoint::default(), &published, &settings(), &[2]).snapshot(true, Arc::default());
+        assert_eq!(snapshot.coins.keys().collect::<Vec<_>>(), [&2]);
+        assert_eq!(snapshot.fetched_at_ms.keys().collect::<Vec<_>>(), [&2], "no age of a coin never fetched again");
     }
 
     #[test]

@@ -153,6 +153,24 @@ async fn sighup_changes_the_accounts_and_keeps_the_counts_of_those_that_stay() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_coin_taken_from_an_account_leaves_no_series() {
+    let setup = Setup::new("coin-dropped").await;
+    let accounts = setup.write_accounts(&[("a", "1,2")]);
+    // Figures this old are still shown: only the reload can take coin 1's away.
+    let exporter = setup.start(&accounts, &["--data.max-age", "1h"]);
+    let coin_1 = |s: &Scrape| {
+        ["capi_data_age_seconds", "capi_collateral_amount"]
+            .map(|name| s.matching(name, &[("account", "a"), ("coin_id", "1")]).len())
+    };
+    exporter.wait_for("coin 1 shown", |s| coin_1(s) == [1, 1]).await;
+    setup.write_accounts(&[("a", "2")]);
+    exporter.signal("HUP");
+    exporter.wait_logged("configuration reloaded", 1);
+    let after = exporter.wait_for("coin 1's series gone", |s| coin_1(s) == [0, 0]).await;
+    assert_eq!(after.matching("capi_data_age_seconds", &[("account", "a"), ("coin_id", "2")]).len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn another_exchange_accounts_credentials_under_a_name_begin_its_counts_afresh() {
     let setup = Setup::new("swapped").await;
     let exporter = setup.start(&setup.write_accounts(&[("a", "2")]), &[]);
