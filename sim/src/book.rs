@@ -91,6 +91,11 @@ impl BillQuery {
         (1..=MAX_LIMIT).contains(&query.limit()).then_some(query)
     }
 
+    /// Whether the query filters by a business type the exchange refuses.
+    pub(crate) fn is_refused(&self, options: &SimOptions) -> bool {
+        self.business_type.as_ref().is_some_and(|business_type| options.refused_business_types.contains(business_type))
+    }
+
     fn limit(&self) -> i64 {
         self.limit.unwrap_or(DEFAULT_LIMIT)
     }

@@ -62,6 +62,9 @@ pub struct SimOptions {
     pub clock_offset_ms: i64,
     /// Which clock the answers' HTTP `Date` tells. Default the exchange's.
     pub date: DateHeader,
+    /// Business types the bill query refuses as a filter (40017), as the exchange may refuse a
+    /// type it does not document although its bills show it. Default none.
+    pub refused_business_types: Vec<String>,
 }
 
 impl Default for SimOptions {
@@ -76,6 +79,7 @@ impl Default for SimOptions {
             ids_as_strings: false,
             clock_offset_ms: 0,
             date: DateHeader::ExchangeClock,
+            refused_business_types: Vec::new(),
         }
     }
 }

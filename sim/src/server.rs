@@ -103,7 +103,9 @@ impl Endpoint {
     ) -> Option<serde_json::Value> {
         match self {
             Self::Account => coin_id_param(request.query).map(|coin_id| account.to_json(coin_id)),
-            Self::Bills => BillQuery::parse(request.body).map(|query| account.bill_page(&query, options, now_ms)),
+            Self::Bills => BillQuery::parse(request.body)
+                .filter(|query| !query.is_refused(options))
+                .map(|query| account.bill_page(&query, options, now_ms)),
         }
     }
 }

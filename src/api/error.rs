@@ -89,6 +89,11 @@ impl ApiError {
         }
     }
 
+    /// Whether the exchange refused the request's parameters: the same request is refused again.
+    pub fn is_parameter_refusal(&self) -> bool {
+        self.exchange_code() == Some(PARAMETER_REFUSED_CODE)
+    }
+
     /// The exchange's error code, when it gave one.
     pub fn exchange_code(&self) -> Option<&str> {
         match self {
@@ -108,6 +113,9 @@ fn status_hint(status: u16) -> &'static str {
 
 /// "Timestamp expired": the request's timestamp is more than 30 s from the exchange's clock.
 pub const CLOCK_SKEW_CODE: &str = "40008";
+
+/// "Parameter verification failed".
+pub const PARAMETER_REFUSED_CODE: &str = "40017";
 
 /// Each documented error code, what it means (for logs that a person can act on), and whether it
 /// says the key, its signature or its permissions are not accepted: retrying the same request

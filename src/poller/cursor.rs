@@ -222,6 +222,26 @@ impl BillCursor {
         Accepted { new_bills, shortfall, unmatched, unremembered }
     }
 
+    /// Gives up the query [`Self::next_query`] returned last, which the exchange refused as
+    /// invalid, when it is a crowded millisecond's query by business type, coin or symbol: the
+    /// exchange took the millisecond's query of every type, so it refuses this filter's value (a
+    /// business type it does not document, say), and asking it again at every poll would stop
+    /// the count for good. The millisecond is then reported as a possible loss, with the refused
+    /// query's business type. `None`, and nothing given up, for any other query.
+    pub fn give_up_refused(&mut self) -> Option<Accepted> {
+        let pass = self.pass.as_mut()?;
+        let crowded = pass.crowded.as_mut()?;
+        let task = pass.pending.last()?;
+        if !task.is_one_millisecond() || task.start != crowded.ms || task.filter == Filter::All {
+            return None;
+        }
+        crowded.refused(&task.filter);
+        pass.pending.pop();
+        let shortfall = self.close_crowded_when_answered();
+        self.finish_pass_if_done();
+        Some(Accepted { shortfall, ..Accepted::default() })
+    }
+
     /// Whether a pass is waiting for more queries (it resumes at the next poll).
     pub fn pass_in_progress(&self) -> bool {
         self.pass.is_some()

@@ -328,21 +328,36 @@ impl AccountPoller {
             info!(account = self.slot.name(), from_ms,
                 "bill counting starts: bills created from this time on are counted (--bills.backfill counts older ones)");
         }
+        // A query given up still fails the poll (capi_up 0): one of its requests failed.
+        let mut given_up = None;
         for _ in 0..self.settings.bill_queries_per_poll {
             let Some(query) = self.state.next_bill_query() else { break };
             let client = &self.account.client;
-            let page = self.request(Endpoint::Bills, || client.bills(&query)).await?;
-            let counted = self.state.take_bills(&page);
-            let (bills, more, new) = (page.items.len(), page.has_next_page, counted.new_bill_ids.len());
-            debug!(account = self.slot.name(), ?query, bills, more, counted = new, "bill query answered");
-            self.recall(format_args!("bill query {query:?}: {bills} bills, {new} new, more pages: {more}"));
+            let counted = match self.request(Endpoint::Bills, || client.bills(&query)).await {
+                Ok(page) => {
+                    let counted = self.state.take_bills(&page);
+                    let (bills, more, new) = (page.items.len(), page.has_next_page, counted.new_bill_ids.len());
+                    debug!(account = self.slot.name(), ?query, bills, more, counted = new, "bill query answered");
+                    self.recall(format_args!("bill query {query:?}: {bills} bills, {new} new, more pages: {more}"));
+                    counted
+                }
+                Err(error) => {
+                    let counted = error.is_parameter_refusal().then(|| self.state.give_up_refused_bill_query());
+                    let Some(counted) = counted.flatten() else { return Err(error) };
+                    warn!(account = self.slot.name(), ?query, %error,
+                        "the exchange refuses this query of a crowded millisecond's bills, so it is not asked again: bills it alone would have found are not counted, and the millisecond is reported as a possible loss (capi_bill_pages_truncated_total)");
+                    self.recall(format_args!("bill query {query:?} refused, and given up: {error}"));
+                    given_up = Some(error);
+                    counted
+                }
+            };
             self.report(&counted);
         }
         if self.state.bill_scan_in_progress() {
             lock(&self.stats).scans_deferred += 1;
             debug!(account = self.slot.name(), "bill scan stopped before its end; it resumes at the next poll");
         }
-        Ok(())
+        given_up.map_or(Ok(()), Err)
     }
 
     /// Logs and counts what a bill answer left out or left unproven.

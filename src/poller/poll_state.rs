@@ -2,7 +2,7 @@
 //! the account query. Changed only by answers, free of I/O, so a poll can be driven by anything:
 //! the poller by the exchange, the fuzz target by arbitrary bytes.
 
-use super::cursor::{BillCursor, CursorState, Shortfall};
+use super::cursor::{Accepted, BillCursor, CursorState, Shortfall};
 use super::ledger::{Changed, Ledger};
 use super::{Checkpoint, PollSettings};
 use crate::api::fields::DecodeProblem;
@@ -210,6 +210,18 @@ impl PollState {
     pub fn take_bills(&mut self, page: &BillPage) -> Counted {
         let Some(cursor) = &mut self.cursor else { return Counted::default() };
         let accepted = cursor.accept(page);
+        self.count(accepted)
+    }
+
+    /// Gives up the bill query asked last, which the exchange refused as invalid, when the cursor
+    /// can do without it (see [`BillCursor::give_up_refused`]); `None` when it cannot.
+    pub fn give_up_refused_bill_query(&mut self) -> Option<Counted> {
+        let accepted = self.cursor.as_mut()?.give_up_refused()?;
+        Some(self.count(accepted))
+    }
+
+    /// Counts what one answer to the cursor brought.
+    fn count(&mut self, accepted: Accepted) -> Counted {
         let problems = |fields: &[&'static str], detail| {
             fields.iter().map(|field| DecodeProblem { record: "bill", field: (*field).into(), detail }).collect()
         };

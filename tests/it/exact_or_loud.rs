@@ -161,6 +161,34 @@ async fn a_coin_a_crowded_page_hides_is_reported_unless_seen_before() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_crowded_millisecond_query_the_exchange_refuses_is_reported_and_counting_goes_on() {
+    let refused = vec!["x_rebate".to_owned()];
+    let options = SimOptions { refused_business_types: refused, ..SimOptions::default() };
+    let (exchange, exporter) =
+        watched(Exchange::start(SimOptions { weight_per_10s: Some(100_000), ..options }).await).await;
+    // The account's bills show a type the exchange refuses as a filter; then a crowded millisecond.
+    let seen = now_ms();
+    exchange.sim.add_bill(exchange.key(), bill("x_rebate", "USDT", "", Decimal::ONE, seen));
+    settled_past(&exporter, seen).await;
+    let crowded = now_ms() + 1;
+    for kind in ["deposit", "withdraw"].repeat(60) {
+        exchange.sim.add_bill(exchange.key(), bill(kind, "USDT", "", Decimal::ONE, crowded));
+    }
+    let scrape = settled_past(&exporter, crowded).await;
+    let counted = |s: &Scrape, kind| s.value("capi_bills_total", &[("business_type", kind)]);
+    assert_eq!((counted(&scrape, "deposit"), counted(&scrape, "withdraw")), (Some(60.0), Some(60.0)));
+    assert_eq!(shortfalls(&scrape, "possible"), Some(1.0));
+    assert!(shortfall_warning(&exporter.log(), crowded).unwrap().contains("business_type=x_rebate"));
+    assert!(exporter.log().contains("the exchange refuses this query of a crowded millisecond's bills"));
+    // Counting goes on, and the account is up again.
+    let later = now_ms() + 2;
+    exchange.sim.add_bill(exchange.key(), bill("deposit", "USDT", "", Decimal::ONE, later));
+    exporter
+        .wait_for("the later deposit", |s| counted(s, "deposit") == Some(61.0) && s.value("capi_up", &[]) == Some(1.0))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn amounts_past_the_decimal_range_are_counted_and_reported_not_fatal() {
     let (exchange, exporter) = watched(roomy_exchange().await).await;
     let at = now_ms();

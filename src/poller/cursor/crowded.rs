@@ -6,7 +6,8 @@
 //! reach every bill. So every crowded millisecond is reported, once all its queries are answered:
 //!
 //! - **possible**: every bill found was counted, but a bill of a value never seen, or without the
-//!   value (an empty coin cannot be asked for), would have been missed, and nothing can tell;
+//!   value (an empty coin cannot be asked for), or of a value the exchange refused as a filter,
+//!   would have been missed, and nothing can tell;
 //! - **certain**: a full answer for exactly that millisecond (bounds proven inclusive) proves more
 //!   bills of its filter than were found or counted there before: at least one was missed.
 
@@ -19,8 +20,8 @@ use std::collections::{BTreeSet, HashMap};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shortfall {
     pub ms: i64,
-    /// The business types whose queries stayed full, sorted; empty when only the query of every
-    /// type did (the bills were spread over types, and one never seen may hide behind them).
+    /// The business types whose queries stayed full or were refused, sorted; empty when only the
+    /// query of every type did (the bills were spread over types, and one never seen may hide behind them).
     pub business_types: Vec<String>,
     /// Distinct bills of this millisecond that the queries found, all counted.
     pub bills_found: usize,
@@ -41,11 +42,13 @@ pub(super) struct Crowded {
     /// Every bill any of its answers showed, by id.
     found: HashMap<String, Bill>,
     full: Vec<FullQuery>,
+    /// Queries the exchange refused: their bills beyond the coarser queries' are unknown.
+    refused: Vec<Filter>,
 }
 
 impl Crowded {
     pub(super) fn new(ms: i64) -> Self {
-        Self { ms, found: HashMap::new(), full: Vec::new() }
+        Self { ms, found: HashMap::new(), full: Vec::new(), refused: Vec::new() }
     }
 
     /// Takes the answer to one of its queries, sent with bounds `sent`.
@@ -58,12 +61,17 @@ impl Crowded {
         }
     }
 
+    /// Takes the refusal of one of its queries: it proves nothing, and leaves its bills unknown.
+    pub(super) fn refused(&mut self, filter: &Filter) {
+        self.refused.push(filter.clone());
+    }
+
     /// Once every query is answered: what its full answers leave open. `seen` holds the ids
     /// counted so far whose millisecond is not settled, with their creation times.
     pub(super) fn shortfall(&self, page_size: u32, seen: &HashMap<String, i64>) -> Shortfall {
         let proven = self.full.iter().any(|query| self.proves_uncounted(query, page_size, seen));
-        let types: BTreeSet<&str> =
-            self.full.iter().filter_map(|query| query.filter.parts()[0].map(String::as_str)).collect();
+        let filters = self.full.iter().map(|query| &query.filter).chain(&self.refused);
+        let types: BTreeSet<&str> = filters.filter_map(|filter| filter.parts()[0].map(String::as_str)).collect();
         Shortfall {
             ms: self.ms,
             business_types: types.into_iter().map(str::to_owned).collect(),

@@ -239,6 +239,37 @@ fn bills_without_a_business_type_in_a_crowded_millisecond_are_a_possible_loss() 
 }
 
 #[test]
+fn a_crowded_millisecond_query_the_exchange_refuses_is_given_up_loudly() {
+    // A type the account's bills showed before, which the exchange refuses as a filter.
+    let mut bills = vec![at_once(bill(1, 5_000, "x_rebate", "USDT", ""))];
+    bills.extend((0..120).map(|i| at_once(bill(10 + i, 7_777, ["deposit", "withdraw"][i as usize % 2], "USDT", ""))));
+    bills.push(at_once(bill(500, 8_000, "deposit", "USDT", "")));
+    let m = model(bills);
+    let mut cursor = BillCursor::new(0, 1_000, PAGE);
+    cursor.start_poll(6_000);
+    let refused = |query: &BillQuery| query.business_type.as_deref() == Some("x_rebate");
+    assert!(!refused(&cursor.next_query().unwrap()));
+    assert_eq!(cursor.give_up_refused(), None, "only a crowded millisecond's finer query is given up");
+    cursor.accept(&m.answer(&cursor.next_query().unwrap(), 6_000));
+    let (mut counted, mut shortfalls, mut given_up) = (BTreeSet::new(), Vec::new(), 0);
+    cursor.start_poll(10_000);
+    while let Some(query) = cursor.next_query() {
+        let accepted = if refused(&query) {
+            given_up += 1;
+            cursor.give_up_refused().expect("given up")
+        } else {
+            cursor.accept(&m.answer(&query, 10_000))
+        };
+        shortfalls.extend(accepted.shortfall);
+        counted.extend(accepted.new_bills.into_iter().map(|bill| bill.id));
+    }
+    assert_eq!(given_up, 1);
+    assert_eq!(counted.len(), 121, "every bill of the other types, and the one after");
+    assert_eq!(shortfalls, [shortfall(7_777, &["x_rebate"], 120, Loss::Possible)]);
+    assert_eq!(cursor.state().settled_through, 9_000, "the pass ended");
+}
+
+#[test]
 fn a_late_bill_inside_the_overlap_is_counted_once() {
     let late = ModelBill { bill: bill(1, 10_000, "deposit", "USDT", ""), visible_at: 69_000 };
     let mut cursor = BillCursor::new(0, 60_000, PAGE);
