@@ -102,8 +102,9 @@ fn decode_bill(item: Json<'_>, problems: &mut Vec<DecodeProblem>) -> Option<Bill
         reader.problem("cTime", "missing; the bill is skipped");
     }
     let (Some(id), Some(ctime_ms)) = (id, ctime) else { return None };
-    // Counted all the same (the count is by id), but its coin, type or amount is not known.
-    for field in ["coin", "businessType", "amount"] {
+    // Counted all the same (the count is by id), but its coin, type, amount or balance is not
+    // known: without its balance, `capi_bill_balance` still shows an older bill's.
+    for field in ["coin", "businessType", "amount", "balance"] {
         if reader.raw(&[field]).is_none() {
             reader.problem(field, "missing or null; the bill is counted without it");
         }
@@ -427,17 +428,17 @@ mod tests {
     fn a_bad_amount_keeps_the_bill_and_a_missing_id_drops_only_that_bill() {
         let (page, problems) = page(
             r#"{"hasNextPage":true,"items":[
-                {"billId":1,"coin":"USDT","amount":"1,5","businessType":"deposit","ctime":5},
+                {"billId":1,"coin":"USDT","amount":"1,5","businessType":"deposit","balance":"1","ctime":5},
                 {"coin":"USDT","amount":"1","businessType":"deposit","ctime":6},
-                {"billId":3,"coin":"USDT","amount":"2","businessType":"deposit","ctime":7},
-                {"billId":4,"coin":"USDT","amount":1e400,"fillFee":"1_000","businessType":"deposit","ctime":8}]}"#,
+                {"billId":3,"coin":"USDT","amount":"2","businessType":"deposit","balance":"3","ctime":7},
+                {"billId":4,"coin":"USDT","amount":1e400,"fillFee":"1_000","businessType":"deposit","balance":null,"ctime":8}]}"#,
         );
         assert_eq!(page.items.len(), 3);
         assert_eq!(page.items[0].amount, None);
         assert_eq!(page.items[1].amount, Some(Decimal::from(2)));
         assert_eq!((page.items[2].id.as_str(), page.items[2].amount, page.items[2].fill_fee), ("4", None, None));
         let fields: Vec<&str> = problems.iter().map(|p| p.field.as_str()).collect();
-        assert_eq!(fields, ["amount", "billId", "amount", "fillFee"]);
+        assert_eq!(fields, ["amount", "billId", "balance", "amount", "fillFee"]);
     }
 
     #[test]
@@ -465,9 +466,11 @@ mod tests {
                 ("coin", MISSING),
                 ("businessType", MISSING),
                 ("amount", MISSING),
+                ("balance", MISSING),
                 ("coin", MISSING),
                 ("businessType", MISSING),
                 ("amount", MISSING),
+                ("balance", MISSING),
                 ("billId", "longer than 64 bytes; the bill is skipped"),
             ]
         );
@@ -511,12 +514,12 @@ mod tests {
     }
 
     #[test]
-    fn a_bill_without_its_coin_type_or_amount_is_counted_and_said_to_lack_them() {
+    fn a_bill_without_its_coin_type_amount_or_balance_is_counted_and_said_to_lack_them() {
         let (page, problems) =
             page(r#"{"hasNextPage":false,"items":[{"billId":1,"ctime":5,"coin":null,"businessType":"deposit"}]}"#);
         assert_eq!(page.items.len(), 1);
         let said: Vec<(&str, &str)> = problems.iter().map(|p| (p.field.as_str(), p.detail)).collect();
-        assert_eq!(said, [("coin", MISSING), ("amount", MISSING)]);
+        assert_eq!(said, [("coin", MISSING), ("amount", MISSING), ("balance", MISSING)]);
     }
 
     #[test]
