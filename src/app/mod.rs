@@ -7,7 +7,7 @@ use crate::api::client::HttpPool;
 use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use crate::config::{AccountConfig, Accounts, Config, ConfigError};
 use crate::exposition::Exposition;
-use crate::poller::budget::{self, AccountBudget, WeightWindow};
+use crate::poller::budget::{self, AccountBudget, UidWindows, WeightWindow};
 use crate::poller::state::{Forgotten, Opened, StateError, StateStore};
 use crate::poller::{PollSettings, PolledAccount, PollerSetup};
 use crate::snapshot::AccountSlot;
@@ -61,7 +61,7 @@ pub async fn run(
         http: Client::http_pool(config.timeout),
         client: ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() },
         ip_budget: Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget))),
-        uid_weight_budget: config.uid_weight_budget,
+        uid_windows: UidWindows::new(config.uid_weight_budget),
         store: config.state_file.as_deref().map(open_state).transpose()?.map(Arc::new),
         demo_accounts,
     };
@@ -116,7 +116,7 @@ struct Wiring {
     http: HttpPool,
     client: ClientSettings,
     ip_budget: Arc<Mutex<WeightWindow>>,
-    uid_weight_budget: u32,
+    uid_windows: UidWindows,
     store: Option<Arc<StateStore>>,
     /// The demo's accounts, which a reload keeps.
     demo_accounts: Vec<AccountConfig>,
@@ -152,7 +152,7 @@ impl Wiring {
             account: PolledAccount {
                 client: Client::new(self.http.clone(), self.client.clone(), account.credentials.clone())?,
                 coin_ids: account.coin_ids.clone(),
-                budget: AccountBudget::new(self.ip_budget.clone(), self.uid_weight_budget),
+                budget: AccountBudget::new(self.ip_budget.clone(), self.uid_windows.of(&account.name)),
             },
             settings: wanted.settings.clone(),
             slot,

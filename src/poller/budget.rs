@@ -6,7 +6,7 @@
 //! were sent. A request waits until both its windows have room: the budget is never exceeded.
 
 use crate::api::Endpoint;
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -56,6 +56,28 @@ impl WeightWindow {
     }
 }
 
+/// Each account's UID window, by account name, for as long as the process runs: a poller that a
+/// reload replaces goes on with its account's window, whose last 10 s the exchange still counts.
+#[derive(Debug)]
+pub struct UidWindows {
+    budget: u32,
+    by_name: Mutex<BTreeMap<String, Arc<Mutex<WeightWindow>>>>,
+}
+
+impl UidWindows {
+    pub fn new(budget: u32) -> Self {
+        Self { budget, by_name: Mutex::default() }
+    }
+
+    /// The window of the account named `name`.
+    pub fn of(&self, name: &str) -> Arc<Mutex<WeightWindow>> {
+        let mut by_name = self.by_name.lock().unwrap_or_else(|e| e.into_inner());
+        let window =
+            by_name.entry(name.to_owned()).or_insert_with(|| Arc::new(Mutex::new(WeightWindow::new(self.budget))));
+        window.clone()
+    }
+}
+
 /// One account's view of the budget: the shared IP window and its own UID window.
 #[derive(Debug, Clone)]
 pub struct AccountBudget {
@@ -64,8 +86,8 @@ pub struct AccountBudget {
 }
 
 impl AccountBudget {
-    pub fn new(ip: Arc<Mutex<WeightWindow>>, uid_budget: u32) -> Self {
-        Self { ip, uid: Arc::new(Mutex::new(WeightWindow::new(uid_budget))) }
+    pub fn new(ip: Arc<Mutex<WeightWindow>>, uid: Arc<Mutex<WeightWindow>>) -> Self {
+        Self { ip, uid }
     }
 
     /// Waits until a request to `endpoint` fits both windows, then books its weight.
@@ -177,6 +199,22 @@ mod tests {
             assert!(in_window <= 500, "{in_window} within one window");
         }
         assert!(now - start > WINDOW * 3, "it waited rather than exceeding");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_accounts_pollers_share_its_uid_window_and_other_accounts_have_their_own() {
+        let ip = Arc::new(Mutex::new(WeightWindow::new(10_000)));
+        let windows = UidWindows::new(10);
+        let before_reload = AccountBudget::new(ip.clone(), windows.of("main"));
+        before_reload.acquire(Endpoint::Bills).await;
+        before_reload.acquire(Endpoint::Bills).await;
+        let (after_reload, other) =
+            (AccountBudget::new(ip.clone(), windows.of("main")), AccountBudget::new(ip, windows.of("other")));
+        let started = Instant::now();
+        other.acquire(Endpoint::Bills).await;
+        assert_eq!(Instant::now(), started, "another account's window is its own");
+        after_reload.acquire(Endpoint::Bills).await;
+        assert_eq!(Instant::now(), started + WINDOW, "main's window went on across the replacement");
     }
 
     #[test]
