@@ -4,7 +4,7 @@ use super::clock::{local_now_ms, Clock};
 use super::credentials::Credentials;
 use super::error::ApiError;
 use super::fields::DecodeProblem;
-use super::json::{JsonObject, Scalar};
+use super::json::{JsonObject, Scalar, MAX_ITEMS};
 use super::model::{decode_account_info, decode_bill_page, AccountInfo, BillPage};
 use super::sign::sign;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, DATE, RETRY_AFTER, USER_AGENT};
@@ -313,6 +313,9 @@ fn interpret<'a>(
         return Err(error);
     }
     match (status, json) {
+        (200..=299, Ok(json)) if json.is_cut() => {
+            Err(ApiError::Decode(format!("more than {MAX_ITEMS} members at its top level")))
+        }
         (200..=299, Ok(json)) => Ok(json),
         (200..=299, Err(error)) => {
             let (what, line, column) = (json_problem(&error), error.line(), error.column());
@@ -564,6 +567,14 @@ mod tests {
         assert!(long.len() < 300, "{} bytes", long.len());
         assert_eq!(decode_error(b"{\"a\":"), "not a JSON object (cut short, line 1, column 5) of 5 bytes: {\"a\":");
         assert_eq!(decode_error(b"<html>"), "not a JSON object (not JSON, line 1, column 1) of 6 bytes: <html>");
+    }
+
+    #[test]
+    fn an_answer_of_more_members_than_any_answer_holds_is_refused() {
+        let members = (0..=super::super::json::MAX_ITEMS).map(|i| format!(r#""{i}":0"#)).collect::<Vec<_>>();
+        let body = format!(r#"{{{},"hasNextPage":false,"items":[]}}"#, members.join(","));
+        let Err(error) = interpret(200, None, None, body.as_bytes(), None) else { panic!("taken") };
+        assert_eq!(error.to_string(), "unreadable answer: more than 10001 members at its top level");
     }
 
     #[test]

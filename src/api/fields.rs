@@ -204,9 +204,14 @@ impl<'r, 'a> FieldReader<'r, 'a> {
         self.read(&[name], text)
     }
 
-    /// A nested object; anything else but absence or null is a problem.
+    /// A nested object; anything else but absence or null is a problem, and so is an object of
+    /// more members than [`super::json::MAX_ITEMS`], whose first are read.
     pub fn object(&mut self, name: &str) -> Option<JsonObject<'a>> {
-        self.read(&[name], |v| v.object().ok_or("not an object"))
+        let object = self.read(&[name], |v| v.object().ok_or("not an object"))?;
+        if object.is_cut() {
+            self.problem(name, "more members than any record holds; the rest are not read");
+        }
+        Some(object)
     }
 
     pub fn array(&mut self, name: &str) -> Option<Vec<Json<'a>>> {

@@ -5,10 +5,15 @@
 //! and one field of the wrong kind never fails the answer around it. An object is read into its
 //! members in answer order, so that a record is decoded in one walk over them.
 
-use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+use serde::de::{Deserialize, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::value::RawValue;
 use std::borrow::Cow;
 use std::fmt;
+
+/// The most items of an array, or members of an object, that are kept; the rest are read past.
+/// No array or object of an answer holds more (the decoders refuse over 10,000 records of a
+/// kind): 16 MiB of `0,` would otherwise index 8 million items, 128 MiB or more.
+pub const MAX_ITEMS: usize = 10_001;
 
 /// One JSON value of an answer, not yet decoded.
 #[derive(Clone, Copy)]
@@ -59,10 +64,10 @@ impl<'a> Json<'a> {
         serde_json::from_str(self.raw()).ok()
     }
 
-    /// The items of an array; `None` for any other value.
+    /// The items of an array, [`MAX_ITEMS`] at most; `None` for any other value.
     pub fn array(&self) -> Option<Vec<Json<'a>>> {
-        let items: Vec<&'a RawValue> = serde_json::from_str(self.raw()).ok()?;
-        Some(items.into_iter().map(Json).collect())
+        let mut deserializer = serde_json::Deserializer::from_str(self.raw());
+        deserializer.deserialize_seq(ItemsVisitor).ok()
     }
 }
 
@@ -80,10 +85,12 @@ impl fmt::Debug for Json<'_> {
     }
 }
 
-/// An object's members in the order of the answer.
+/// An object's members in the order of the answer, [`MAX_ITEMS`] at most.
 #[derive(Clone, Default)]
 pub struct JsonObject<'a> {
     members: Vec<(Cow<'a, str>, Json<'a>)>,
+    /// Whether members beyond [`MAX_ITEMS`] were read past.
+    cut: bool,
 }
 
 impl<'a> JsonObject<'a> {
@@ -95,6 +102,11 @@ impl<'a> JsonObject<'a> {
     /// The value of member `name`. A repeated name means its last value, as in `serde_json::Value`.
     pub fn get(&self, name: &str) -> Option<Json<'a>> {
         self.members.iter().rev().find(|(key, _)| key == name).map(|(_, value)| *value)
+    }
+
+    /// Whether the object has more members than [`MAX_ITEMS`], which were read past.
+    pub fn is_cut(&self) -> bool {
+        self.cut
     }
 
     /// Every member whose key is text, repeated names included. (A key that is no text, a lone
@@ -126,13 +138,40 @@ impl<'de> Visitor<'de> for MembersVisitor {
     }
 
     fn visit_map<M: MapAccess<'de>>(self, mut map: M) -> Result<Self::Value, M::Error> {
-        let mut members = Vec::with_capacity(map.size_hint().unwrap_or(0));
-        while let Some((Key(key), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? {
+        let mut members = Vec::new();
+        while members.len() < MAX_ITEMS {
+            let Some((Key(key), value)) = map.next_entry::<Key<'de>, &'de RawValue>()? else {
+                return Ok(JsonObject { members, cut: false });
+            };
             if let Some(key) = key {
                 members.push((key, Json(value)));
             }
         }
-        Ok(JsonObject { members })
+        let mut cut = false;
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {
+            cut = true;
+        }
+        Ok(JsonObject { members, cut })
+    }
+}
+
+struct ItemsVisitor;
+
+impl<'de> Visitor<'de> for ItemsVisitor {
+    type Value = Vec<Json<'de>>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON array")
+    }
+
+    fn visit_seq<S: SeqAccess<'de>>(self, mut seq: S) -> Result<Self::Value, S::Error> {
+        let mut items = Vec::new();
+        while items.len() < MAX_ITEMS {
+            let Some(item) = seq.next_element::<&'de RawValue>()? else { return Ok(items) };
+            items.push(Json(item));
+        }
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(items)
     }
 }
 
@@ -226,6 +265,22 @@ mod tests {
         let readable: Vec<&str> = lone.iter().map(|(key, _)| key).collect();
         assert_eq!(readable, ["a", "b"], "its member is passed over");
         assert!(Json::parse(b"\"\xff\"").is_err());
+    }
+
+    #[test]
+    fn arrays_and_objects_keep_a_bounded_number_of_items() {
+        let array = format!("[{}0]", "0,".repeat(MAX_ITEMS + 4));
+        assert_eq!(Json::parse(array.as_bytes()).unwrap().array().unwrap().len(), MAX_ITEMS, "the rest read past");
+        let members = |n: usize| format!("{{{}}}", (0..n).map(|i| format!(r#""{i}":0"#)).collect::<Vec<_>>().join(","));
+        let (whole, cut) = (members(MAX_ITEMS), members(MAX_ITEMS + 1));
+        assert!(!JsonObject::parse(whole.as_bytes()).unwrap().is_cut());
+        let cut = JsonObject::parse(cut.as_bytes()).unwrap();
+        assert!(cut.is_cut());
+        assert_eq!(cut.iter().count(), MAX_ITEMS);
+        assert!(
+            JsonObject::parse(format!("{{\"a\":{}}}", &array[..array.len() - 1]).as_bytes()).is_err(),
+            "still checked whole"
+        );
     }
 
     #[test]

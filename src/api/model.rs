@@ -536,6 +536,15 @@ mod tests {
     }
 
     #[test]
+    fn a_record_of_more_members_than_any_record_holds_is_said_to_be_cut() {
+        let members = (0..=crate::api::json::MAX_ITEMS).map(|i| format!(r#""x{i}":0"#)).collect::<Vec<_>>();
+        let (info, problems) = account_info(&format!(r#"{{"account":{{{},"id":"7"}}}}"#, members.join(",")));
+        assert_eq!(info.account.map(|account| account.fields.id), Some(None), "the id after the cut is not read");
+        let said: Vec<(&str, &str)> = problems.iter().map(|p| (p.field.as_str(), p.detail)).collect();
+        assert_eq!(said, [("account", "more members than any record holds; the rest are not read")]);
+    }
+
+    #[test]
     fn leading_zeros_do_not_make_a_new_bill() {
         assert_eq!(normalize_id("0042".into()), "42");
         assert_eq!(normalize_id("000".into()), "0");
