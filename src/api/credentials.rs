@@ -37,7 +37,7 @@ pub const REDACTED: &str = "[REDACTED]";
 impl Credentials {
     /// `text` with every occurrence of these credentials and of `signature` (also as a JSON
     /// string may write them: `/` as `\/`, quotes and controls escaped, `<`, `>` and `&` as Go
-    /// escapes them) replaced by [`REDACTED`]. For texts from outside that may echo the request:
+    /// escapes them; as HTML escapes them; and as a URL does) replaced by [`REDACTED`]. For texts from outside that may echo the request:
     /// a proxy's error page, an exchange's message (decoded, so that any escape of it is undone).
     pub fn redact(&self, text: &str, signature: &str) -> String {
         let secrets = [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature];
@@ -45,7 +45,8 @@ impl Credentials {
             let json = serde_json::to_string(secret).unwrap_or_default();
             let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned();
             let go = json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
-            [secret.replace('/', "\\/"), json, go]
+            let [html, url_upper, url_lower] = page_forms(secret);
+            [secret.replace('/', "\\/"), json, go, html, url_upper, url_lower]
         });
         let escaped: Vec<String> = escaped.collect();
         let mut all: Vec<&str> =
@@ -60,6 +61,19 @@ impl Credentials {
     pub fn is_secret(&self, text: &str, signature: &str) -> bool {
         [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature].contains(&text)
     }
+}
+
+/// How a page may write `secret`: with HTML's escapes, and percent-encoded as in a URL (hex
+/// digits upper and lower case).
+fn page_forms(secret: &str) -> [String; 3] {
+    let html = [('&', "&amp;"), ('<', "&lt;"), ('>', "&gt;"), ('"', "&quot;"), ('\'', "&#39;")]
+        .into_iter()
+        .fold(secret.to_owned(), |text, (plain, escaped)| text.replace(plain, escaped));
+    let url = |hex: fn(u8) -> String| -> String {
+        let kept = |byte: u8| byte.is_ascii_alphanumeric() || b"-._~".contains(&byte);
+        secret.bytes().map(|byte| if kept(byte) { char::from(byte).to_string() } else { hex(byte) }).collect()
+    };
+    [html, url(|byte| format!("%{byte:02X}")), url(|byte| format!("%{byte:02x}"))]
 }
 
 #[cfg(test)]
@@ -94,6 +108,18 @@ mod tests {
             let redacted = credentials.redact(echo, "zz");
             assert_eq!(redacted, r#"{"msg":"[REDACTED]"}"#, "{echo}");
         }
+    }
+
+    #[test]
+    fn credentials_are_redacted_as_an_html_page_or_a_url_escapes_them() {
+        let credentials = Credentials {
+            api_key: Secret::new("key-123"),
+            secret: Secret::new("sec-456"),
+            passphrase: Secret::new("p&ss<1>'\""),
+        };
+        let page = "<pre>ACCESS-PASSPHRASE: p&amp;ss&lt;1&gt;&#39;&quot;</pre><a href=\"?sign=ab%2Fcd%2Bef%3D&s=ab%2fcd%2bef%3d\">";
+        let redacted = credentials.redact(page, "ab/cd+ef=");
+        assert_eq!(redacted, "<pre>ACCESS-PASSPHRASE: [REDACTED]</pre><a href=\"?sign=[REDACTED]&s=[REDACTED]\">");
     }
 
     #[test]
