@@ -162,7 +162,18 @@ pub struct FieldReader<'r, 'a> {
 }
 
 impl<'r, 'a> FieldReader<'r, 'a> {
+    /// Reads `object` as a `record`. One of more members than [`super::json::MAX_ITEMS`] is a
+    /// problem: the fields past them are not read.
     pub fn new(object: &'r JsonObject<'a>, record: &'static str, problems: &'r mut Vec<DecodeProblem>) -> Self {
+        if object.is_cut() {
+            DecodeProblem::note(problems, record, "{}", "more members than any record holds; the rest are not read");
+        }
+        Self::again(object, record, problems)
+    }
+
+    /// Reads more fields of a record that a reader made by [`Self::new`] read, which said
+    /// already what is wrong with the record as a whole.
+    pub fn again(object: &'r JsonObject<'a>, record: &'static str, problems: &'r mut Vec<DecodeProblem>) -> Self {
         Self { object, record, problems }
     }
 
@@ -204,14 +215,9 @@ impl<'r, 'a> FieldReader<'r, 'a> {
         self.read(&[name], text)
     }
 
-    /// A nested object; anything else but absence or null is a problem, and so is an object of
-    /// more members than [`super::json::MAX_ITEMS`], whose first are read.
+    /// A nested object; anything else but absence or null is a problem.
     pub fn object(&mut self, name: &str) -> Option<JsonObject<'a>> {
-        let object = self.read(&[name], |v| v.object().ok_or("not an object"))?;
-        if object.is_cut() {
-            self.problem(name, "more members than any record holds; the rest are not read");
-        }
-        Some(object)
+        self.read(&[name], |v| v.object().ok_or("not an object"))
     }
 
     pub fn array(&mut self, name: &str) -> Option<Vec<Json<'a>>> {

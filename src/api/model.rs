@@ -309,7 +309,7 @@ pub fn decode_account_info(
 
 fn decode_account(object: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>) -> Result<Account, &'static str> {
     let fields = AccountFields::decode(object, problems);
-    let mut reader = FieldReader::new(object, "account", problems);
+    let mut reader = FieldReader::again(object, "account", problems);
     let default_fee = reader.object("default_fee_setting");
     let fees = reader.object("contract_id_to_fee_setting");
     let modes = reader.object("contract_id_to_mode_setting");
@@ -537,11 +537,19 @@ mod tests {
 
     #[test]
     fn a_record_of_more_members_than_any_record_holds_is_said_to_be_cut() {
-        let members = (0..=crate::api::json::MAX_ITEMS).map(|i| format!(r#""x{i}":0"#)).collect::<Vec<_>>();
-        let (info, problems) = account_info(&format!(r#"{{"account":{{{},"id":"7"}}}}"#, members.join(",")));
+        let members = (0..=crate::api::json::MAX_ITEMS).map(|i| format!(r#""x{i}":0"#)).collect::<Vec<_>>().join(",");
+        let (info, problems) = account_info(&format!(
+            r#"{{"account":{{{members},"id":"7"}},"collateral":[{{{members},"coin_id":"2"}}],"position":[{{"id":"1"}}]}}"#
+        ));
         assert_eq!(info.account.map(|account| account.fields.id), Some(None), "the id after the cut is not read");
-        let said: Vec<(&str, &str)> = problems.iter().map(|p| (p.field.as_str(), p.detail)).collect();
-        assert_eq!(said, [("account", "more members than any record holds; the rest are not read")]);
+        assert_eq!(info.collateral[0].coin_id, None);
+        let said: Vec<(&str, &str, &str)> = problems.iter().map(|p| (p.record, p.field.as_str(), p.detail)).collect();
+        let cut = "more members than any record holds; the rest are not read";
+        assert_eq!(said, [("collateral", "{}", cut), ("account", "{}", cut)]);
+        let bills = format!(r#"{{"hasNextPage":false,"items":[{{{members},"billId":1,"ctime":5}}]}}"#);
+        let (_, problems) = page(&bills);
+        assert_eq!(problems[0].record, "bill");
+        assert_eq!((problems[0].field.as_str(), problems[0].detail), ("{}", cut));
     }
 
     #[test]
