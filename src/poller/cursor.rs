@@ -41,7 +41,7 @@ struct KnownBounds {
 }
 
 /// The filters of one query below the time window, finest last.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 enum Filter {
     All,
     Type(String),
@@ -140,7 +140,13 @@ pub struct BillCursor {
     configured_coins: Vec<String>,
     bounds: KnownBounds,
     pass: Option<Pass>,
+    /// Filters the exchange refused (see [`Self::give_up_refused`]), [`MAX_REFUSED`] at most:
+    /// never asked again while the exporter runs, only reported with each crowded millisecond.
+    refused: BTreeSet<Filter>,
 }
+
+/// Refused filters remembered, at most: each refusal is one failed request a poll, if forgotten.
+const MAX_REFUSED: usize = 64;
 
 impl BillCursor {
     /// A cursor that counts bills created at or after `count_from_ms`.
@@ -150,7 +156,8 @@ impl BillCursor {
 
     /// A cursor continuing from saved state.
     pub fn resume(state: CursorState, overlap_ms: i64, page_size: u32) -> Self {
-        Self { state, overlap_ms, page_size, configured_coins: Vec::new(), bounds: KnownBounds::default(), pass: None }
+        let (configured_coins, bounds, refused) = (Vec::new(), KnownBounds::default(), BTreeSet::new());
+        Self { state, overlap_ms, page_size, configured_coins, bounds, pass: None, refused }
     }
 
     /// Coins a crowded millisecond is split over even before a bill has shown them.
@@ -212,9 +219,13 @@ impl BillCursor {
             return Accepted { new_bills, shortfall: None, unmatched, unremembered };
         }
         let children = if page.has_next_page { self.split(&task, page) } else { Vec::new() };
+        let (refused, children): (Vec<Task>, Vec<Task>) =
+            children.into_iter().partition(|child| self.refused.contains(&child.filter));
         let pass = self.pass_mut();
         if task.is_one_millisecond() && (page.has_next_page || pass.crowded.is_some()) {
-            pass.crowded.get_or_insert_with(|| Crowded::new(task.start)).record(&task.filter, sent, page);
+            let crowded = pass.crowded.get_or_insert_with(|| Crowded::new(task.start));
+            crowded.record(&task.filter, sent, page);
+            refused.iter().for_each(|child| crowded.refused(&child.filter));
         }
         pass.pending.extend(children);
         let shortfall = self.close_crowded_when_answered();
@@ -227,7 +238,8 @@ impl BillCursor {
     /// exchange took the millisecond's query of every type, so it refuses this filter's value (a
     /// business type it does not document, say), and asking it again at every poll would stop
     /// the count for good. The millisecond is then reported as a possible loss, with the refused
-    /// query's business type. `None`, and nothing given up, for any other query.
+    /// query's business type, and so is every crowded millisecond after it: the filter is not
+    /// asked again. `None`, and nothing given up, for any other query.
     pub fn give_up_refused(&mut self) -> Option<Accepted> {
         let pass = self.pass.as_mut()?;
         let crowded = pass.crowded.as_mut()?;
@@ -236,6 +248,9 @@ impl BillCursor {
             return None;
         }
         crowded.refused(&task.filter);
+        if self.refused.len() < MAX_REFUSED {
+            self.refused.insert(task.filter.clone());
+        }
         pass.pending.pop();
         let shortfall = self.close_crowded_when_answered();
         self.finish_pass_if_done();

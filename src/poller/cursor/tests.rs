@@ -267,6 +267,25 @@ fn a_crowded_millisecond_query_the_exchange_refuses_is_given_up_loudly() {
     assert_eq!(counted.len(), 121, "every bill of the other types, and the one after");
     assert_eq!(shortfalls, [shortfall(7_777, &["x_rebate"], 120, Loss::Possible)]);
     assert_eq!(cursor.state().settled_through, 9_000, "the pass ended");
+
+    // Neither a rescan of that millisecond nor the next crowded one asks a refused query again.
+    let mut bills = m.bills.clone();
+    bills.extend((0..120).map(|i| at_once(bill(600 + i, 12_345, ["deposit", "withdraw"][i as usize % 2], "USDT", ""))));
+    let later = model(bills);
+    let mut cursor = BillCursor::new(0, 60_000, PAGE);
+    let mut asked = 0;
+    for now in [6_000, 10_000, 20_000, 30_000] {
+        cursor.start_poll(now);
+        while let Some(query) = cursor.next_query() {
+            if refused(&query) {
+                asked += 1;
+                cursor.give_up_refused().expect("given up");
+            } else {
+                cursor.accept(&later.answer(&query, now));
+            }
+        }
+    }
+    assert_eq!(asked, 1, "once while the cursor lives");
 }
 
 #[test]
