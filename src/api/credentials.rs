@@ -45,8 +45,7 @@ impl Credentials {
             let json = serde_json::to_string(secret).unwrap_or_default();
             let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned();
             let go = json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
-            let [html, url_upper, url_lower] = page_forms(secret);
-            [secret.replace('/', "\\/"), json, go, html, url_upper, url_lower]
+            [secret.replace('/', "\\/"), json, go].into_iter().chain(page_forms(secret))
         });
         let escaped: Vec<String> = escaped.collect();
         let mut all: Vec<&str> =
@@ -63,17 +62,35 @@ impl Credentials {
     }
 }
 
-/// How a page may write `secret`: with HTML's escapes, and percent-encoded as in a URL (hex
-/// digits upper and lower case).
-fn page_forms(secret: &str) -> [String; 3] {
-    let html = [('&', "&amp;"), ('<', "&lt;"), ('>', "&gt;"), ('"', "&quot;"), ('\'', "&#39;")]
-        .into_iter()
-        .fold(secret.to_owned(), |text, (plain, escaped)| text.replace(plain, escaped));
-    let url = |hex: fn(u8) -> String| -> String {
-        let kept = |byte: u8| byte.is_ascii_alphanumeric() || b"-._~".contains(&byte);
-        secret.bytes().map(|byte| if kept(byte) { char::from(byte).to_string() } else { hex(byte) }).collect()
+/// How a page may write `secret`: HTML-escaped (as named entities, as Go's `html` package and
+/// as Python's `html.escape` write quotes), and percent-encoded in a URL (hex in upper and in
+/// lower case, a space as `+` in a form, and `!*'()` kept as JavaScript's `encodeURIComponent`
+/// keeps them).
+fn page_forms(secret: &str) -> Vec<String> {
+    let html = |quote: &str, apostrophe: &str| {
+        [('&', "&amp;"), ('<', "&lt;"), ('>', "&gt;"), ('"', quote), ('\'', apostrophe)]
+            .into_iter()
+            .fold(secret.to_owned(), |text, (plain, escaped)| text.replace(plain, escaped))
     };
-    [html, url(|byte| format!("%{byte:02X}")), url(|byte| format!("%{byte:02x}"))]
+    let url = |also_kept: &[u8], space: &str, lower_case_hex: bool| -> String {
+        let kept = |byte: u8| byte.is_ascii_alphanumeric() || b"-._~".contains(&byte) || also_kept.contains(&byte);
+        let write = |byte: u8| match byte {
+            b' ' => space.to_owned(),
+            _ if kept(byte) => char::from(byte).to_string(),
+            _ if lower_case_hex => format!("%{byte:02x}"),
+            _ => format!("%{byte:02X}"),
+        };
+        secret.bytes().map(write).collect()
+    };
+    vec![
+        html("&quot;", "&#39;"),
+        html("&#34;", "&#39;"),
+        html("&quot;", "&#x27;"),
+        url(b"", "%20", false),
+        url(b"", "%20", true),
+        url(b"", "+", false),
+        url(b"!*'()", "%20", false),
+    ]
 }
 
 #[cfg(test)]
@@ -120,6 +137,12 @@ mod tests {
         let page = "<pre>ACCESS-PASSPHRASE: p&amp;ss&lt;1&gt;&#39;&quot;</pre><a href=\"?sign=ab%2Fcd%2Bef%3D&s=ab%2fcd%2bef%3d\">";
         let redacted = credentials.redact(page, "ab/cd+ef=");
         assert_eq!(redacted, "<pre>ACCESS-PASSPHRASE: [REDACTED]</pre><a href=\"?sign=[REDACTED]&s=[REDACTED]\">");
+        let credentials = Credentials { passphrase: Secret::new("p\"w 1!@'"), ..credentials };
+        for echo in
+            ["p&#34;w 1!@&#39;", "p&quot;w 1!@&#x27;", "p%22w+1%21%40%27", "p%22w%201!%40'", "p%22w%201%21%40%27"]
+        {
+            assert_eq!(credentials.redact(echo, "zz"), "[REDACTED]", "{echo}");
+        }
     }
 
     #[test]
