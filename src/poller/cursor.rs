@@ -386,9 +386,11 @@ fn learn_bounds(known: KnownBounds, (start, end): (i64, i64), page: &BillPage) -
     }
 }
 
-/// The distinct non-empty values, sorted. An empty filter would be read as no filter at all.
+/// The distinct values to filter by, sorted: not empty, which would be read as no filter at all,
+/// and no longer than any exchange's value (see [`known::MAX_VALUE_BYTES`]), which would make a
+/// query, and its log lines, of any size.
 fn values<'v>(all: impl Iterator<Item = &'v str>) -> impl Iterator<Item = String> + 'v {
-    let distinct: BTreeSet<&str> = all.filter(|v| !v.is_empty()).collect();
+    let distinct: BTreeSet<&str> = all.filter(|v| !v.is_empty() && v.len() <= known::MAX_VALUE_BYTES).collect();
     distinct.into_iter().map(str::to_owned)
 }
 

@@ -6,8 +6,8 @@
 //! reach every bill. So every crowded millisecond is reported, once all its queries are answered:
 //!
 //! - **possible**: every bill found was counted, but a bill of a value never seen, or without the
-//!   value (an empty coin cannot be asked for), or of a value the exchange refused as a filter,
-//!   would have been missed, and nothing can tell;
+//!   value (an empty coin cannot be asked for), or of a value over 64 bytes (no exchange's) or one
+//!   the exchange refused as a filter, would have been missed, and nothing can tell;
 //! - **certain**: a full answer for exactly that millisecond (bounds proven inclusive) proves more
 //!   bills of its filter than were found or counted there before: at least one was missed.
 

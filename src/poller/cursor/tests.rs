@@ -289,6 +289,19 @@ fn a_crowded_millisecond_query_the_exchange_refuses_is_given_up_loudly() {
 }
 
 #[test]
+fn a_crowded_millisecond_is_never_split_by_a_value_longer_than_any_exchanges() {
+    let long = "t".repeat(known::MAX_VALUE_BYTES + 1);
+    let bills = (0..150).map(|i| at_once(bill(i, 7_777, &long, "USDT", &long))).collect();
+    let (m, mut cursor) = (model(bills), BillCursor::new(0, 1_000, PAGE));
+    cursor.start_poll(10_000);
+    while let Some(query) = cursor.next_query() {
+        let filters = [&query.business_type, &query.coin, &query.symbol];
+        assert!(filters.iter().all(|f| f.as_ref().is_none_or(|f| f.len() <= known::MAX_VALUE_BYTES)), "{filters:?}");
+        cursor.accept(&m.answer(&query, 10_000));
+    }
+}
+
+#[test]
 fn a_late_bill_inside_the_overlap_is_counted_once() {
     let late = ModelBill { bill: bill(1, 10_000, "deposit", "USDT", ""), visible_at: 69_000 };
     let mut cursor = BillCursor::new(0, 60_000, PAGE);
