@@ -35,10 +35,11 @@ pub struct Credentials {
 pub const REDACTED: &str = "[REDACTED]";
 
 impl Credentials {
-    /// `text` with every occurrence of these credentials and of `signature` (also as a JSON
-    /// string may write them: `/` as `\/`, quotes and controls escaped, `<`, `>` and `&` as Go
-    /// escapes them; as HTML escapes them; and as a URL does) replaced by [`REDACTED`]. For texts from outside that may echo the request:
-    /// a proxy's error page, an exchange's message (decoded, so that any escape of it is undone).
+    /// `text` with every occurrence of these credentials and of `signature` replaced by
+    /// [`REDACTED`], also as a JSON string may write them (`/` as `\/`, quotes and controls
+    /// escaped, `<`, `>` and `&` as Go escapes them) and as a page may (see `page_forms`). For
+    /// texts from outside that may echo the request: a proxy's error page, an exchange's message
+    /// (decoded, so that any escape of it is undone).
     pub fn redact(&self, text: &str, signature: &str) -> String {
         let secrets = [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature];
         let escaped = secrets.iter().flat_map(|secret| {
