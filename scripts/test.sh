@@ -11,9 +11,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# Runs one step and says how long it took, so that a slow run shows where its time went.
+timed() {
+    local started=$SECONDS
+    "$@"
+    echo "test.sh: $((SECONDS - started)) s for: $*" >&2
+}
+
 # First, while the build directory is small: the container checks' images take 2 GB of disk,
 # removed at their end.
-bash scripts/check-container.sh
+timed bash scripts/check-container.sh
 
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
@@ -29,13 +36,13 @@ if [ ${#missing[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-cargo test --all-targets --locked
-promtool check rules deploy/prometheus/rules.yml
-promtool test rules deploy/prometheus/rules.test.yml
-promtool check config deploy/prometheus/prometheus.yml
-amtool check-config deploy/alertmanager/alertmanager.yml
-python3 scripts/e2e.py --binary target/debug/capi_exporter
-bash scripts/check-deploy.sh
-FUZZ_SECONDS=${FUZZ_SECONDS:-10} bash scripts/fuzz.sh
-python3 scripts/soak.py --binary target/debug/capi_exporter --seconds "${SOAK_SECONDS:-30}"
-python3 scripts/loadtest.py --quick --bin-dir target/debug
+timed cargo test --all-targets --locked
+timed promtool check rules deploy/prometheus/rules.yml
+timed promtool test rules deploy/prometheus/rules.test.yml
+timed promtool check config deploy/prometheus/prometheus.yml
+timed amtool check-config deploy/alertmanager/alertmanager.yml
+timed python3 scripts/e2e.py --binary target/debug/capi_exporter
+timed bash scripts/check-deploy.sh
+FUZZ_SECONDS=${FUZZ_SECONDS:-10} timed bash scripts/fuzz.sh
+timed python3 scripts/soak.py --binary target/debug/capi_exporter --seconds "${SOAK_SECONDS:-30}"
+timed python3 scripts/loadtest.py --quick --bin-dir target/debug
