@@ -330,7 +330,8 @@ fn interpret<'a>(
 }
 
 /// What is wrong with an answer that is no JSON object, in words of our own: serde_json's message
-/// quotes the value it found, a whole string answer (an echo of the credentials, or 16 MiB) with it.
+/// quotes the value it found, and with it a whole string answer (an echo of the credentials, or
+/// 16 MiB).
 fn json_problem(error: &serde_json::Error) -> &'static str {
     match error.classify() {
         serde_json::error::Category::Data => "a value of another type",

@@ -21,7 +21,8 @@ use std::collections::{BTreeSet, HashMap};
 pub struct Shortfall {
     pub ms: i64,
     /// The business types whose queries stayed full or were refused, sorted; empty when only the
-    /// query of every type did (the bills were spread over types, and one never seen may hide behind them).
+    /// query of every type did (the bills were spread over types, and one never seen may hide
+    /// behind them).
     pub business_types: Vec<String>,
     /// Distinct bills of this millisecond that the queries found, all counted.
     pub bills_found: usize,
