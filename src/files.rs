@@ -47,6 +47,21 @@ pub fn read_config_text(path: &Path) -> Result<String, FileError> {
     String::from_utf8(read_bounded(path, MAX_CONFIG_BYTES)?).map_err(|_| FileError::NotText)
 }
 
+/// A parse error's message without the value it quotes. serde writes `invalid type: string
+/// "<the value>", expected ...`: a file named by mistake (a private key, an htpasswd line, a
+/// credential) would go whole into the error, the log and a reload's answer. The kind of the
+/// value and everything else stay, so the message still says what is wrong and where.
+pub fn without_quoted_value(message: &str) -> String {
+    for marker in ["invalid type:", "invalid value:", "unknown variant"] {
+        let Some(start) = message.find(marker).map(|index| index + marker.len()) else { continue };
+        // The last one: the quoted value may itself hold ", expected ".
+        let Some(end) = message.rfind(", expected ").filter(|&end| end >= start) else { continue };
+        let kind = message[start..end].split(['"', '`', '\'']).next().unwrap_or_default().trim_end();
+        return format!("{}{kind}{}", &message[..start], &message[end..]);
+    }
+    message.to_owned()
+}
+
 /// An I/O error as a person reads it: without Rust's " (os error N)".
 fn describe_io_error(error: &std::io::Error) -> String {
     let text = error.to_string();
@@ -59,6 +74,39 @@ fn describe_io_error(error: &std::io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_parse_error_keeps_what_is_wrong_and_where_but_not_the_value() {
+        let key = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n";
+        let error = serde_yaml_ng::from_str::<std::collections::BTreeMap<String, String>>(key).unwrap_err();
+        assert!(error.to_string().contains("MIGHAgEA"), "serde quotes the value: {error}");
+        assert_eq!(without_quoted_value(&error.to_string()), "invalid type: string, expected a map");
+        let error = serde_json::from_str::<u64>("\"alice:$2y$10$abc\"").unwrap_err();
+        assert_eq!(without_quoted_value(&error.to_string()), "invalid type: string, expected u64 at line 1 column 18");
+        let error = serde_yaml_ng::from_str::<bool>("1234567").unwrap_err();
+        assert_eq!(without_quoted_value(&error.to_string()), "invalid type: integer, expected a boolean");
+        #[derive(Debug, serde::Deserialize)]
+        enum Auth {
+            #[allow(dead_code)]
+            NoClientCert,
+        }
+        let error = serde_yaml_ng::from_str::<Auth>("SecretPastedHere").unwrap_err();
+        assert_eq!(without_quoted_value(&error.to_string()), "unknown variant, expected `NoClientCert`");
+        let syntax = "did not find expected key at line 2 column 1";
+        assert_eq!(without_quoted_value(syntax), syntax);
+    }
+
+    proptest! {
+        #[test]
+        fn no_string_value_survives_in_a_type_error(value in "[ -~]{8,40}") {
+            let yaml = serde_yaml_ng::to_string(&value).unwrap();
+            let error = serde_yaml_ng::from_str::<std::collections::BTreeMap<String, u8>>(&yaml).unwrap_err();
+            prop_assert!(!without_quoted_value(&error.to_string()).contains(value.trim()), "{error}");
+            let error = serde_json::from_str::<u64>(&serde_json::to_string(&value).unwrap()).unwrap_err();
+            prop_assert!(!without_quoted_value(&error.to_string()).contains(value.trim()), "{error}");
+        }
+    }
 
     #[test]
     fn only_a_regular_file_within_the_bound_is_read() {

@@ -16,7 +16,7 @@
 use super::cursor::{known, CursorState, KnownValues};
 use super::ledger::Ledger;
 use crate::api::model::MAX_BILL_ID_BYTES;
-use crate::files::{read_bounded, FileError};
+use crate::files::{read_bounded, without_quoted_value, FileError};
 use crate::snapshot::counters::{
     BillCounters, Direction, FlowKey, LatestBalance, Loss, MAX_BUSINESS_TYPES, MAX_COINS, MAX_LABEL_BYTES, OTHER,
 };
@@ -354,7 +354,7 @@ fn keep_aside(path: &Path, suffix: &str, keep: impl Fn(&Path) -> std::io::Result
 /// Parses a state file's content; `path` only names it in errors.
 fn parse(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     let corrupt = |detail: String| StateError::Corrupt { path: path.to_path_buf(), detail };
-    let file: StateFile = serde_json::from_slice(bytes).map_err(|e| corrupt(e.to_string()))?;
+    let file: StateFile = serde_json::from_slice(bytes).map_err(|e| corrupt(without_quoted_value(&e.to_string())))?;
     if file.format > FORMAT {
         return Err(StateError::Newer { path: path.to_path_buf(), format: file.format });
     }
@@ -411,7 +411,7 @@ impl SavedAccount {
     /// of -1) is replaced by a new one, with what was wrong: it is a check of the counts, and
     /// dropping the cursor and counts for it would lose bills.
     fn read(entry: &RawValue) -> Result<(Self, Option<String>), String> {
-        let mut saved: Self = serde_json::from_str(entry.get()).map_err(|e| e.to_string())?;
+        let mut saved: Self = serde_json::from_str(entry.get()).map_err(|e| without_quoted_value(&e.to_string()))?;
         saved.check()?;
         let ledger_problem = saved.ledger.check(&PLAUSIBLE_MS).err();
         if ledger_problem.is_some() {

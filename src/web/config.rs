@@ -21,6 +21,7 @@ use super::tls::{
 };
 use super::WebError;
 use crate::duration::parse_go;
+use crate::files::without_quoted_value;
 use axum::http::{HeaderName, HeaderValue};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -58,7 +59,7 @@ impl WebConfig {
     /// relative to `base_dir`. Reads no file, and never panics, whatever the text.
     pub fn parse(text: &str, base_dir: &Path) -> Result<WebConfig, WebError> {
         let raw: Option<RawConfig> =
-            serde_yaml_ng::from_str(text).map_err(|error| WebError::config(error.to_string()))?;
+            serde_yaml_ng::from_str(text).map_err(|error| WebError::config(without_quoted_value(&error.to_string())))?;
         let raw = raw.unwrap_or_default();
         let mut warnings = Vec::new();
         if let Some(tls) = &raw.tls_server_config {

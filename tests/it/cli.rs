@@ -122,6 +122,33 @@ fn a_web_config_with_a_missing_certificate_stops_it_with_one_line() {
 }
 
 #[test]
+fn a_key_or_password_file_named_as_a_config_is_refused_without_quoting_it() {
+    let dir = std::env::temp_dir().join(format!("capi-cli-mistake-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("server.key");
+    let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+    let htpasswd = dir.join("htpasswd");
+    let hash = "$2y$10$abcdefghijklmnopqrstuuwmjOOgyx/jknFqeF8sHrF2cGgSECl/q";
+    std::fs::write(&htpasswd, format!("alice:{hash}\n")).unwrap();
+    let key_body = certified.signing_key.serialize_pem().lines().nth(1).unwrap().to_owned();
+    // The demo's accounts for the web config's cases: --demo takes no accounts file.
+    for (demo, flag, file, secret) in [
+        (true, "--web.config.file", &key, key_body.as_str()),
+        (true, "--web.config.file", &htpasswd, hash),
+        (false, "--config.file", &key, key_body.as_str()),
+        (false, "--config.file", &htpasswd, hash),
+    ] {
+        let args = ["--config.check", flag, file.to_str().unwrap()];
+        let (code, stderr) = run_to_exit(Exporter::command(&[&["--demo"][..usize::from(demo)], &args[..]].concat()));
+        assert_eq!(code, 1, "{flag} {file:?}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("invalid type: string, expected"), "{flag} {file:?}: {stderr}");
+        assert!(!stderr.contains(secret), "{flag} {file:?} quoted: {stderr}");
+    }
+}
+
+#[test]
 fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
     let dir = std::env::temp_dir().join(format!("capi-cli-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
