@@ -57,12 +57,18 @@ pub async fn run(
     // ends the process (its default action) nor is lost.
     let hangups = signal(SignalKind::hangup()).ok();
     let (base_url, demo_accounts, demo) = resolve_accounts(&config).await?;
+    let (store, first_start) = match config.state_file.as_deref() {
+        Some(path) => open_state(path).map(|(store, first_start)| (Some(store), first_start))?,
+        None => (None, true),
+    };
+    let backfill = backfill(&config, first_start);
     let wiring = Wiring {
         http: Client::http_pool(config.timeout),
         client: ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() },
         ip_budget: Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget))),
         uid_windows: UidWindows::new(config.uid_weight_budget),
-        store: config.state_file.as_deref().map(open_state).transpose()?.map(Arc::new),
+        store: store.map(Arc::new),
+        backfill,
         demo_accounts,
     };
     let (wanted, settings) = wiring.plan(&config);
@@ -118,6 +124,8 @@ struct Wiring {
     ip_budget: Arc<Mutex<WeightWindow>>,
     uid_windows: UidWindows,
     store: Option<Arc<StateStore>>,
+    /// How far back an account without saved state begins counting.
+    backfill: Duration,
     /// The demo's accounts, which a reload keeps.
     demo_accounts: Vec<AccountConfig>,
 }
@@ -140,7 +148,7 @@ impl Wiring {
                 "polling this shard's accounts"
             );
         }
-        let settings = poll_settings(config, &accounts);
+        let settings = poll_settings(config, &accounts, self.backfill);
         warn_unnamed_coins(&accounts, &config.coins);
         let wanted = accounts.into_iter().map(|account| Wanted { account, settings: settings.clone() }).collect();
         (wanted, settings)
@@ -275,7 +283,7 @@ fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
 /// How the accounts are polled: at the configured interval, or a longer one when they cannot
 /// all be polled within the exchange's weight budget (said at start, and in
 /// `capi_poll_interval_seconds`).
-fn poll_settings(config: &Config, accounts: &[AccountConfig]) -> PollSettings {
+fn poll_settings(config: &Config, accounts: &[AccountConfig], backfill: Duration) -> PollSettings {
     let coins = accounts.iter().map(|a| a.coin_ids.len()).max().unwrap_or(1);
     let plan =
         budget::plan(accounts.len(), coins, config.poll_interval, config.ip_weight_budget, config.uid_weight_budget);
@@ -291,7 +299,7 @@ fn poll_settings(config: &Config, accounts: &[AccountConfig]) -> PollSettings {
     PollSettings {
         interval: plan.interval,
         overlap: config.bills_overlap,
-        backfill: config.bills_backfill,
+        backfill,
         bill_queries_per_poll: plan.bill_queries_per_poll,
         coins: config.coins.clone(),
     }
@@ -357,10 +365,27 @@ async fn resolve_accounts(
     }
 }
 
-/// Opens the state file and says what it found; state that cannot be read or kept aside stops
-/// the start, since counting afresh would overwrite it.
-fn open_state(path: &std::path::Path) -> Result<StateStore, StateError> {
+/// `--bills.backfill` at the first start, when no state file exists yet; none at any later one.
+/// An account whose saved state was lost (a torn file moved aside, a bad entry, an entry dropped
+/// as another shard's) has series Prometheus already holds: counters that started again at old
+/// bills would read as a reset followed by those bills, and `increase()` would count them twice.
+fn backfill(config: &Config, first_start: bool) -> Duration {
+    if first_start {
+        return config.bills_backfill;
+    }
+    if !config.bills_backfill.is_zero() {
+        info!(backfill = ?config.bills_backfill,
+            "--bills.backfill applies at the first start only (no state file yet): an account without saved state counts from when it is first polled");
+    }
+    Duration::ZERO
+}
+
+/// Opens the state file and says what it found, and whether this is the first start (no file
+/// yet); state that cannot be read or kept aside stops the start, since counting afresh would
+/// overwrite it.
+fn open_state(path: &std::path::Path) -> Result<(StateStore, bool), StateError> {
     let (store, opened) = StateStore::open(path)?;
+    let first_start = matches!(opened, Opened::Missing);
     let path = path.display();
     match opened {
         Opened::Missing => info!(%path, "no saved bill state yet; it will be created after the first poll"),
@@ -374,7 +399,7 @@ fn open_state(path: &std::path::Path) -> Result<StateStore, StateError> {
             }
         }
     }
-    Ok(store)
+    Ok((store, first_start))
 }
 
 /// Drops the saved state of the accounts this exporter does not poll at its start, saying which.

@@ -181,4 +181,20 @@ async fn history_is_counted_only_with_a_backfill() {
         .wait_for("the backfill", |s| s.value("capi_bills_total", &[("business_type", "deposit")]) == Some(5.0))
         .await;
     assert_eq!(scrape.value("capi_bill_amount_total", &[("business_type", "deposit"), ("direction", "in")]), Some(5.0));
+    drop(with);
+
+    // A later start whose saved state is lost (the file torn, and moved aside) counts from then:
+    // a second backfill would start the counters again at the old bills, which Prometheus takes
+    // for a reset followed by new bills, and so counts them twice.
+    let bytes = std::fs::read(&state).unwrap();
+    std::fs::write(&state, &bytes[..bytes.len() / 2]).unwrap();
+    let again = Exporter::start(&exchange, &["--bills.backfill", "1m", "--state.file", state.to_str().unwrap()]);
+    again.wait_up().await;
+    exchange.sim.add_bill(&key, new_bill("withdraw", "", -10_000, 0, now_ms()));
+    let scrape = again
+        .wait_for("the new bill", |s| s.value("capi_bills_total", &[("business_type", "withdraw")]) == Some(1.0))
+        .await;
+    assert_eq!(scrape.value("capi_bills_total", &[("business_type", "deposit")]), None);
+    assert_eq!(scrape.value("capi_bills_total", &[("business_type", "withdraw")]), Some(1.0));
+    assert!(again.log().contains("--bills.backfill applies at the first start only"), "{}", again.log());
 }
