@@ -184,6 +184,7 @@ impl StateStore {
     /// left out of the next write. A file that cannot be read, or kept aside, is an error:
     /// nothing may overwrite it.
     pub fn open(path: &Path) -> Result<(Self, Opened), StateError> {
+        let path = &followed(path)?;
         // Read once before the lock, so that a path refused (a directory, a device) gets no lock
         // file beside it; then again under the lock, for what a process that held it until now
         // saved meanwhile.
@@ -331,6 +332,18 @@ fn read(path: &Path) -> Result<Option<Vec<u8>>, StateError> {
         // (Not text comes only from reading text.)
         Err(FileError::TooLarge(_) | FileError::NotText) => Err(StateError::TooLarge { path: path.to_path_buf() }),
     }
+}
+
+/// The file a symbolic link at `path` names, so that the lock is the file's own whatever path
+/// names it, and a save replaces the file rather than the link (a rename replaces a link with a
+/// file of its own, and the file the link named is never written again).
+fn followed(path: &Path) -> Result<PathBuf, StateError> {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|metadata| metadata.file_type().is_symlink());
+    if !is_link {
+        return Ok(path.to_path_buf());
+    }
+    std::fs::canonicalize(path)
+        .map_err(|_| StateError::NotAFile { path: path.to_path_buf(), what: "a symbolic link to nothing" })
 }
 
 /// The suffixes of the copies kept aside: of a file not valid, and of one whose entries of
@@ -832,6 +845,31 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600, "balances and sums are for the exporter's user only");
         drop(store);
         assert_eq!(StateStore::open(&path).unwrap().1, Opened::Loaded { accounts: 1 }, "free once closed");
+    }
+
+    #[tokio::test]
+    async fn a_state_file_named_through_a_link_is_the_file_it_names() {
+        let path = temp_path("linked");
+        let link = path.with_file_name("link.json");
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&link);
+        std::fs::write(&path, format!("{{\"format\":{FORMAT},\"accounts\":{{}}}}")).unwrap();
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        let (store, _) = StateStore::open(&path).unwrap();
+        let error = StateStore::open(&link).unwrap_err().to_string();
+        assert!(error.contains("is in use by another process"), "{error}");
+        drop(store);
+
+        let (store, _) = StateStore::open(&link).unwrap();
+        let (cursor, counters) = sample();
+        store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
+        assert!(std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(), "the link stays a link");
+        drop(store);
+        assert_eq!(StateStore::open(&path).unwrap().1, Opened::Loaded { accounts: 1 }, "saved in the file it names");
+
+        std::fs::remove_file(&path).unwrap();
+        let error = StateStore::open(&link).unwrap_err().to_string();
+        assert!(error.contains("a symbolic link to nothing"), "{error}");
     }
 
     #[test]
