@@ -186,6 +186,9 @@ impl PollState {
             Some(cursor) => cursor,
             None => self.cursor.insert(self.bill_cursor(start)),
         };
+        // Not before the first scan of a fresh start is done: the bills of a backfill are
+        // history, and the watched flows they start would be taken for new bills.
+        let counting = !fresh && !cursor.pass_in_progress();
         let moved =
             std::mem::take(&mut self.restored_unchecked).then(|| cursor.bring_back_from_the_future(now_ms)).flatten();
         if fresh || moved.is_some() {
@@ -193,7 +196,22 @@ impl PollState {
             Arc::make_mut(&mut self.counters).counting_since_ms = Some(since);
         }
         cursor.start_poll(now_ms);
+        if counting {
+            self.show_watched_flows();
+        }
         moved
+    }
+
+    /// Shows the flows the shipped alerts watch for every configured coin with a name, from zero
+    /// where no bill moved them yet (see [`BillCounters::show_watched_flows`]).
+    fn show_watched_flows(&mut self) {
+        if self.configured_coins.iter().all(|coin| self.counters.shows_watched_flows(coin)) {
+            return; // the counters shared with the snapshot stay as they are
+        }
+        let counters = Arc::make_mut(&mut self.counters);
+        for coin in &self.configured_coins {
+            counters.show_watched_flows(coin);
+        }
     }
 
     /// The first millisecond whose bills are not final yet (on a fresh start: where counting
@@ -407,6 +425,47 @@ mod tests {
         state.start_bill_scan(1_700_000_000_000);
         assert_eq!(state.unsettled_from_ms(), Some(1));
         assert_eq!(state.checkpoint().counters.counting_since_ms, Some(1), "where counting began");
+    }
+
+    #[test]
+    fn the_watched_flows_are_shown_from_zero_once_the_first_scan_is_done() {
+        use crate::api::model::Bill;
+        use crate::snapshot::counters::Direction;
+        let settings = PollSettings { backfill: std::time::Duration::from_secs(3_600), ..settings() };
+        let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
+        let funding = Bill {
+            id: "1".into(),
+            coin: "USDT".into(),
+            business_type: "position_funding".into(),
+            symbol: "cmt_btcusdt".into(),
+            amount: Some(rust_decimal::Decimal::new(-5, 1)),
+            balance: None,
+            fill_fee: None,
+            ctime_ms: 50_000_000,
+        };
+        let shown = |state: &PollState| {
+            let counters = state.checkpoint().counters;
+            (counters.amounts.len(), counters.fill_fees.len())
+        };
+        state.start_bill_scan(51_000_000);
+        state.take_bills(&BillPage { has_next_page: true, items: vec![funding.clone()] });
+        state.start_bill_scan(51_015_000);
+        assert_eq!(shown(&state), (1, 0), "the backfill's history is still being scanned");
+        while state.next_bill_query().is_some() {
+            state.take_bills(&BillPage { has_next_page: false, items: Vec::new() });
+        }
+        state.start_bill_scan(51_030_000);
+        assert_eq!(shown(&state), (2, 8), "funding both ways, and fees of both signs of four trade types");
+        let counters = state.checkpoint().counters;
+        let out = ("USDT".to_string(), "position_funding".to_string(), Direction::Out);
+        assert_eq!(counters.amounts[&out], rust_decimal::Decimal::new(5, 1), "a counted sum stays as it is");
+        assert!(counters.bills.len() == 1 && counters.fill_fees.values().all(|fee| fee.is_zero()));
+
+        // A restored cursor resumes counting: they are shown at its first scan.
+        let checkpoint = Checkpoint { cursor: Some(CursorState::counting_from(51_000_000)), ..Checkpoint::default() };
+        let mut restored = PollState::new(checkpoint, &AccountSnapshot::default(), &settings, &[2]);
+        restored.start_bill_scan(51_015_000);
+        assert_eq!(shown(&restored), (2, 8));
     }
 
     fn settings() -> PollSettings {

@@ -507,8 +507,10 @@ impl SavedAccount {
     }
 
     fn new(cursor: &CursorState, counters: &BillCounters, ledger: Ledger) -> Self {
+        // A sum of zero is one shown before any bill moved it, and shown again after a restore.
         let flows = |sums: &BTreeMap<FlowKey, Decimal>| {
             sums.iter()
+                .filter(|(_, sum)| !sum.is_zero())
                 .map(|((coin, business_type, direction), sum)| SavedFlow {
                     coin: coin.clone(),
                     business_type: business_type.clone(),

@@ -161,10 +161,43 @@ impl BillCounters {
         (coin, business_type)
     }
 
+    /// Whether every flow the shipped alerts watch is shown for `coin` (see
+    /// [`Self::show_watched_flows`]).
+    pub fn shows_watched_flows(&self, coin: &str) -> bool {
+        watched_amounts(coin).all(|key| self.amounts.contains_key(&key))
+            && watched_fill_fees(coin).all(|key| self.fill_fees.contains_key(&key))
+    }
+
+    /// Shows the flows of `coin` that the shipped alerts watch with `increase()`, from zero where
+    /// no bill moved them yet: funding both ways, and the fill fees of opening and closing
+    /// positions (of both signs, as the API does not say which a fee paid has). `increase()`
+    /// takes a series' first sample as its start, so the first bill of a series created by that
+    /// bill is never seen.
+    pub fn show_watched_flows(&mut self, coin: &str) {
+        for key in watched_amounts(coin) {
+            self.amounts.entry(key).or_default();
+        }
+        for key in watched_fill_fees(coin) {
+            self.fill_fees.entry(key).or_default();
+        }
+    }
+
     pub fn note_shortfall(&mut self, loss: Loss) {
         let reported = self.shortfalls.entry(loss).or_default();
         *reported = reported.saturating_add(1);
     }
+}
+
+const FUNDING: &str = "position_funding";
+const TRADES: [&str; 4] = ["position_open_long", "position_open_short", "position_close_long", "position_close_short"];
+const DIRECTIONS: [Direction; 2] = [Direction::In, Direction::Out];
+
+fn watched_amounts(coin: &str) -> impl Iterator<Item = FlowKey> + '_ {
+    DIRECTIONS.into_iter().map(move |direction| (coin.to_owned(), FUNDING.to_owned(), direction))
+}
+
+fn watched_fill_fees(coin: &str) -> impl Iterator<Item = FlowKey> + '_ {
+    TRADES.into_iter().flat_map(move |kind| DIRECTIONS.map(|direction| (coin.to_owned(), kind.to_owned(), direction)))
 }
 
 /// Adds a non-zero value's magnitude under its direction; zero moves nothing and adds no series.

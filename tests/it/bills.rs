@@ -69,6 +69,13 @@ fn expected(bills: &[SimBill]) -> Expected {
             *fees.entry((bill.business_type.clone(), direction(bill.fill_fee))).or_default() += bill.fill_fee.abs();
         }
     }
+    // The flows the alerts watch are shown from zero once counting has begun.
+    for direction in ["in", "out"] {
+        amounts.entry(("position_funding".into(), direction)).or_default();
+        for kind in ["position_open_long", "position_open_short", "position_close_long", "position_close_short"] {
+            fees.entry((kind.into(), direction)).or_default();
+        }
+    }
     let newest = bills.iter().max_by_key(|b| (b.ctime_ms, b.id)).unwrap();
     let to_f64 = |m: BTreeMap<(String, &'static str), Decimal>| m.into_iter().map(|(k, v)| (k, text_f64(v))).collect();
     Expected {

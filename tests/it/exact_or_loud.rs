@@ -286,7 +286,7 @@ async fn a_poller_that_dies_is_restarted_and_counts_every_bill_once() {
         .await;
     assert_eq!(deposits(&scrape), Some(61.0));
     let deposited: f64 = 100.0 + (1..=60).map(|i| i as f64 / 10.0).sum::<f64>();
-    let counted = scrape.value("capi_bill_amount_total", &[("direction", "in")]).unwrap();
+    let counted = scrape.value("capi_bill_amount_total", &[("business_type", "deposit"), ("direction", "in")]).unwrap();
     assert!((counted - deposited).abs() < 1e-9, "{counted} counted, {deposited} deposited");
     let log = exporter.log();
     let deaths = log.lines().filter(|l| l.contains("level=error") && l.contains("poller stopped unexpectedly"));
@@ -335,7 +335,10 @@ async fn a_clock_ahead_by_less_than_the_exchange_rejects_is_learned_and_a_late_b
     let late = NewBill { visible_after: Duration::from_secs(5), ..common::usdt_bill("deposit", 1_234, 0) };
     exchange.sim.add_bill(exchange.key(), late);
     let counted = exporter.wait_for("the late deposit counted", |s| s.sum("capi_bills_total", &[]) == 1.0).await;
-    assert_eq!(counted.value("capi_bill_amount_total", &[("direction", "in")]), Some(12.34));
+    assert_eq!(
+        counted.value("capi_bill_amount_total", &[("business_type", "deposit"), ("direction", "in")]),
+        Some(12.34)
+    );
     assert_eq!(counted.sum("capi_api_exchange_errors_total", &[]), 0.0, "no timestamp was rejected");
     let log = exporter.log();
     let warning = log.lines().find(|l| l.contains("clock is off the exchange's")).unwrap_or_default();
@@ -353,7 +356,10 @@ async fn a_date_ahead_of_the_exchanges_clock_does_not_move_the_bill_window_ahead
     let late = NewBill { visible_after: Duration::from_secs(5), ..common::usdt_bill("deposit", 4_321, 0) };
     exchange.sim.add_bill(exchange.key(), late);
     let counted = exporter.wait_for("the late deposit counted", |s| s.sum("capi_bills_total", &[]) == 1.0).await;
-    assert_eq!(counted.value("capi_bill_amount_total", &[("direction", "in")]), Some(43.21));
+    assert_eq!(
+        counted.value("capi_bill_amount_total", &[("business_type", "deposit"), ("direction", "in")]),
+        Some(43.21)
+    );
     assert_eq!(counted.value("capi_clock_offset_seconds", &[]), Some(0.0));
 }
 

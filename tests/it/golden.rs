@@ -103,7 +103,7 @@ fn fixed_answers() -> Exposition {
 }
 
 /// One account's slot after a poll of the account sample (with a default fee setting when
-/// asked) and the page of bills.
+/// asked) and the page of bills, as the next poll begins.
 fn fixed_account(name: &str, default_fee: bool) -> Arc<AccountSlot> {
     let settings = PollSettings {
         interval: Duration::from_secs(15),
@@ -130,6 +130,8 @@ fn fixed_account(name: &str, default_fee: bool) -> Arc<AccountSlot> {
     assert!(bills.problems.is_empty(), "{:?}", bills.problems);
     assert_eq!(state.take_bills(&bills.value).new_bill_ids.len(), 5);
     assert!(state.compare_ledger().iter().all(|changed| changed.difference.is_zero()));
+    // The next poll begins: counting has begun, and the flows the alerts watch are shown.
+    state.start_bill_scan(COUNTED_AT_MS + 15_000);
     slot.publish(state.snapshot(true, Arc::new(AccountStats::new(settings.interval))));
     slot
 }
