@@ -210,8 +210,9 @@ def check_statefulset(docs, accounts_file, secret_example):
     # Probes.
     if container.get("livenessProbe", {}).get("httpGet", {}).get("path") != "/-/healthy":
         problem("liveness probe is not /-/healthy")
-    if container.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/-/ready":
-        problem("readiness probe is not /-/ready")
+    # Not /-/ready: an update goes pod by pod, and one refused key would hold it back for good.
+    if container.get("readinessProbe", {}).get("httpGet", {}).get("path") != "/-/healthy":
+        problem("readiness probe is not /-/healthy")
     # Hardening.
     psc, csc = pod.get("securityContext") or {}, container.get("securityContext") or {}
     if not psc.get("runAsNonRoot"):
