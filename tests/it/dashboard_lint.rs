@@ -22,6 +22,10 @@ const REQUIRED_VARIABLES: &[&str] = &["job", "instance", "account", "coin"];
 const REQUIRED_FILTERS: &[(&str, &str)] = &[("job", "job"), ("instance", "instance"), ("account", "account")];
 /// The functions a counter series may be given to.
 const COUNTER_FUNCTIONS: &[&str] = &["rate", "irate", "increase"];
+/// The bill counters of money, which panels show as their running sums, deduplicated by `max`:
+/// they are exact decimals, and `increase()` over a panel's overlapping windows extrapolates (one
+/// fee of 10 showed as seven bars of 10 and 11.67).
+const RUNNING_SUMS: &[&str] = &["capi_bill_amount_total", "capi_bill_fill_fee_total"];
 const GRID_COLUMNS: i64 = 24;
 const MIN_SCHEMA_VERSION: i64 = 39;
 /// How the URL of the dashboard's link to the alerts' runbook ends (its base is the deployer's).
@@ -407,7 +411,8 @@ fn is_counter(name: &str) -> bool {
     ["_total", "_bucket", "_count", "_sum"].iter().any(|suffix| name.ends_with(suffix))
 }
 
-/// Counter series appear only directly inside `rate(`, `irate(` or `increase(`.
+/// Counter series appear only directly inside `rate(`, `irate(` or `increase(`, but for the
+/// running sums of money, directly inside `max(`.
 fn target_counter_agg(dashboard: &Value) -> Vec<String> {
     let mut problems = Vec::new();
     for (target, expr) in exprs(dashboard) {
@@ -415,7 +420,9 @@ fn target_counter_agg(dashboard: &Value) -> Vec<String> {
             continue; // target-filters reports it
         };
         for selector in parsed.selectors.iter().filter(|s| is_counter(&s.name)) {
-            let inside = selector.function.as_deref().is_some_and(|f| COUNTER_FUNCTIONS.contains(&f));
+            let running_sum =
+                RUNNING_SUMS.contains(&selector.name.as_str()) && selector.function.as_deref() == Some("max");
+            let inside = running_sum || selector.function.as_deref().is_some_and(|f| COUNTER_FUNCTIONS.contains(&f));
             if !inside {
                 let place = selector
                     .function
@@ -1078,6 +1085,10 @@ fn target_counter_agg_wants_counters_inside_rate() {
     assert_reports(target_counter_agg, &with_expr(&format!("capi_bills_total{filters}")), "outside any function");
     let summed = format!("sum by (account) (capi_bill_amount_total{filters})");
     assert_reports(target_counter_agg, &with_expr(&summed), "counter capi_bill_amount_total is used in sum()");
+    let running = format!("max by (account) (capi_bill_amount_total{filters})");
+    assert!(target_counter_agg(&with_expr(&running)).is_empty(), "a running sum of money");
+    let requests = format!("max by (account) (capi_api_requests_total{filters})");
+    assert_reports(target_counter_agg, &with_expr(&requests), "counter capi_api_requests_total is used in max()");
     let latency =
         format!("capi_api_request_duration_seconds_sum{filters} / capi_api_request_duration_seconds_count{filters}");
     assert_reports(target_counter_agg, &with_expr(&latency), "capi_api_request_duration_seconds_sum");
