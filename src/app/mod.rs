@@ -410,7 +410,7 @@ fn forget_unpolled(store: &StateStore, wanted: &[Wanted]) {
     let polled: Vec<&str> = wanted.iter().map(|w| w.account.name.as_str()).collect();
     match store.forget_others(&polled) {
         Ok(Some(Forgotten { accounts, kept })) => warn!(accounts = %accounts.join(","), kept = %kept.display(),
-            "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (the file as it was is kept aside: if the accounts were left out by mistake, stop the exporter and put it back)"),
+            "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (their entries are kept aside, alone, as a state file: if an account was left out by mistake, stop the exporter and move its entry back, as the README says)"),
         Ok(None) => {}
         // Polling must not wait for the disk: the entries stay, and are looked at again next start.
         Err(error) => warn!(%error,

@@ -240,18 +240,29 @@ impl StateStore {
         Ok(Self::new(path, parse(path, bytes)?.accounts))
     }
 
-    /// Drops the entries of accounts not in `kept` (from the next write on), once the file that
-    /// holds them is copied aside as `<file>.unpolled`: a start with the wrong accounts (a wrong
-    /// flag) must not lose the others' state for good.
+    /// Drops the entries of accounts not in `kept` (from the next write on), once they are
+    /// written aside, alone, as the state file `<file>.unpolled`: a start with the wrong accounts
+    /// (a wrong flag) must not lose the others' state for good. Alone, so that taking one back
+    /// takes back no other account's older state (whose counters would fall, and count again).
     pub fn forget_others(&self, kept: &[&str]) -> Result<Option<Forgotten>, StateError> {
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let others: Vec<String> = entries.accounts.keys().filter(|a| !kept.contains(&a.as_str())).cloned().collect();
+        let (others, polled) = std::mem::take(&mut entries.accounts)
+            .into_iter()
+            .partition::<BTreeMap<_, _>, _>(|(account, _)| !kept.contains(&account.as_str()));
+        entries.accounts = polled;
         if others.is_empty() {
             return Ok(None);
         }
-        let kept_as = keep_aside(&self.path, UNPOLLED, |aside| std::fs::copy(&self.path, aside).map(drop))?;
-        entries.accounts.retain(|account, _| kept.contains(&account.as_str()));
-        Ok(Some(Forgotten { accounts: others, kept: kept_as }))
+        let names = others.keys().cloned().collect();
+        let file = StateFile { format: FORMAT, accounts: others };
+        let bytes = serde_json::to_vec(&file).expect("state is plain data");
+        match keep_aside(&self.path, UNPOLLED, |aside| write_atomically(aside, &bytes)) {
+            Ok(kept) => Ok(Some(Forgotten { accounts: names, kept })),
+            Err(error) => {
+                entries.accounts.extend(file.accounts); // they stay, and are looked at again next start
+                Err(error)
+            }
+        }
     }
 
     /// The names of the accounts that have an entry.
@@ -308,7 +319,7 @@ impl StateStore {
         }
         let path = self.path.clone();
         let write = tokio::task::spawn_blocking(move || {
-            write_atomically(&path, &bytes)?;
+            write_atomically(&path, &bytes).map_err(|error| StateError::Write { path, error })?;
             *written = generation;
             Ok(())
         });
@@ -377,17 +388,18 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     Ok(file)
 }
 
-fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), StateError> {
-    let fail = |error| StateError::Write { path: path.to_path_buf(), error };
+/// Writes `bytes` as the file at `path`, readable by the exporter's user only, in full or not at
+/// all, and durably.
+fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let temporary = beside(path, ".tmp");
-    let mut file = std::fs::File::create(&temporary).map_err(fail)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600)).map_err(fail)?;
-    file.write_all(bytes).map_err(fail)?;
-    file.sync_all().map_err(fail)?;
-    std::fs::rename(&temporary, path).map_err(fail)?;
+    let mut file = std::fs::File::create(&temporary)?;
+    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&temporary, path)?;
     // The rename itself is only durable once the folder is synced.
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::File::open(folder).and_then(|f| f.sync_all()).map_err(fail)
+    std::fs::File::open(folder).and_then(|f| f.sync_all())
 }
 
 /// `<path><suffix>`: the files kept beside the state file (its copies, its temporary file, its
@@ -901,7 +913,16 @@ mod tests {
         assert_eq!(store.forget_others(&["main", "other"]).unwrap(), None, "nothing to drop, nothing copied");
         let forgotten = store.forget_others(&["main"]).unwrap().unwrap();
         assert_eq!(forgotten, Forgotten { accounts: vec!["other".into()], kept: beside(&path, ".unpolled") });
-        assert_eq!(std::fs::read_to_string(&forgotten.kept).unwrap(), on_disk, "kept as it was");
+        // Alone: taking it back takes back no other account's older state.
+        let (aside, _) = StateStore::open(&forgotten.kept).unwrap();
+        assert_eq!(aside.accounts(), ["other"]);
+        assert_eq!(
+            aside.restore("other").unwrap(),
+            StateStore::from_bytes(&path, on_disk.as_bytes()).unwrap().restore("other").unwrap()
+        );
+        let mode = std::fs::metadata(&forgotten.kept).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600, "balances and sums are for the exporter's user only");
+        drop(aside);
         assert!(store.restore("other").unwrap().is_none());
         store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
         assert!(!std::fs::read_to_string(&path).unwrap().contains("\"other\""));
