@@ -100,7 +100,7 @@ pub async fn run(
         request_timeout: config.web.request_timeout,
         reload: config.lifecycle.then_some(reload_requests),
     });
-    let (stacks, stack) = watch::channel(WebStack::new(routes.clone(), config.web.clone())?);
+    let (stacks, stack) = watch::channel(WebStack::new(routes.clone(), config.web.clone(), None)?);
     log_serving(&config, &listeners, fleet.slots().len());
     let reloader = Reloader { reread, wiring, fleet, expositions, stacks, routes };
     let (stop_reloads, reloads_stopped) = oneshot::channel();
@@ -247,7 +247,7 @@ impl Reloader {
 
     async fn try_reload(&mut self) -> Result<(), RunError> {
         let config = (self.reread)()?;
-        let stack = WebStack::new(self.routes.clone(), config.web.clone())?;
+        let stack = WebStack::new(self.routes.clone(), config.web.clone(), Some(&self.stacks.borrow()))?;
         let (wanted, settings) = self.wiring.plan(&config);
         self.fleet.apply(wanted, &|wanted, slot| self.wiring.setup(wanted, slot)).await?;
         let max_age = max_age(&config, &settings);

@@ -26,7 +26,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 pub const MAX_BCRYPT_COST: u32 = 12;
 
 /// A bcrypt hash from the web config: a secret, so it shows in no Debug output.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct PasswordHash(String);
 
 impl PasswordHash {
@@ -88,6 +88,20 @@ pub(crate) struct BasicAuth {
 }
 
 impl BasicAuth {
+    /// The checks for `users`: those of `before` (a reload's stack before), with the logins they
+    /// remember, when it has the same users, else new ones. A reload that forgot them would make
+    /// every scraping user wait for bcrypt again, and more than nine of them get 429 at once.
+    /// `None` when there are no users, which means no authentication.
+    pub(crate) fn for_users(
+        users: &BTreeMap<String, PasswordHash>,
+        before: Option<&Arc<BasicAuth>>,
+    ) -> Option<Arc<BasicAuth>> {
+        match before {
+            Some(before) if before.users == *users => Some(before.clone()),
+            _ => Self::new(users).map(Arc::new),
+        }
+    }
+
     /// `None` when there are no users, which means no authentication.
     pub(crate) fn new(users: &BTreeMap<String, PasswordHash>) -> Option<BasicAuth> {
         let decoy = users.values().next()?.clone();

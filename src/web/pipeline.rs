@@ -20,13 +20,18 @@ use tower_http::set_header::SetResponseHeaderLayer;
 use tower_http::timeout::TimeoutLayer;
 
 /// `router` with everything the web config and settings put around it, and the basic auth among
-/// them, to close at shutdown (see [`BasicAuth::close`]). Each `layer` call wraps what came
-/// before, so the layers are added from the inside out.
-pub(crate) fn wrap(mut router: Router, settings: &WebSettings) -> (Router, Option<Arc<BasicAuth>>) {
+/// them (that of the stack `before` when its users are the same; see [`BasicAuth::for_users`]),
+/// to close at shutdown (see [`BasicAuth::close`]). Each `layer` call wraps what came before, so
+/// the layers are added from the inside out.
+pub(crate) fn wrap(
+    mut router: Router,
+    settings: &WebSettings,
+    before: Option<&Arc<BasicAuth>>,
+) -> (Router, Option<Arc<BasicAuth>>) {
     let config = settings.config.as_ref();
     // Basic auth comes inside the timeout, which bounds the wait for a bcrypt check, and outside
     // the routes' scrape limit, so that guesses slowed down by bcrypt never take scrapes' places.
-    let auth = config.and_then(|config| BasicAuth::new(&config.users)).map(Arc::new);
+    let auth = config.and_then(|config| BasicAuth::for_users(&config.users, before));
     if let Some(auth) = &auth {
         router = router.layer(middleware::from_fn_with_state(auth.clone(), check_credentials));
     }

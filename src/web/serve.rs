@@ -56,8 +56,9 @@ pub struct WebStack {
 impl WebStack {
     /// Fails when the certificates or keys the configuration names cannot be loaded. What the
     /// configuration asks for that is not honoured as written is logged, at start and at each
-    /// reload that puts it in force.
-    pub fn new(routes: Router, settings: WebSettings) -> Result<Arc<Self>, WebError> {
+    /// reload that puts it in force. A reload gives the stack `before` it, whose remembered
+    /// logins go on while the users are the same.
+    pub fn new(routes: Router, settings: WebSettings, before: Option<&WebStack>) -> Result<Arc<Self>, WebError> {
         let tls = match &settings.config {
             Some(config) => config.server_tls()?.map(Arc::new),
             None => None,
@@ -65,7 +66,7 @@ impl WebStack {
         for warning in settings.config.iter().flat_map(|config| &config.warnings) {
             warn!(problem = %warning, "the web config asks for something that is not honoured as written");
         }
-        let (router, auth) = super::pipeline::wrap(routes, &settings);
+        let (router, auth) = super::pipeline::wrap(routes, &settings, before.and_then(|stack| stack.auth.as_ref()));
         Ok(Arc::new(Self { router, tls, auth, settings }))
     }
 }

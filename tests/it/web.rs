@@ -122,7 +122,7 @@ impl Server {
         let address = listener.local_addr().expect("address");
         let router = Router::new().route("/metrics", get(|| async { PAGE }));
         let (stop, stopped) = oneshot::channel::<()>();
-        let stack = tokio::sync::watch::channel(WebStack::new(router, settings).expect("web stack")).1;
+        let stack = tokio::sync::watch::channel(WebStack::new(router, settings, None).expect("web stack")).1;
         let task = tokio::spawn(serve(vec![listener], stack, async move {
             let _ = stopped.await;
         }));
@@ -352,7 +352,7 @@ async fn the_web_stack_cannot_be_made_when_the_certificate_is_gone() {
     let config = dir.config(TLS);
     std::fs::remove_file(dir.path().join("server.crt")).unwrap();
     let settings = WebSettings { config: Some(config), ..WebSettings::default() };
-    let Err(error) = WebStack::new(Router::new(), settings) else { panic!("made without its certificate") };
+    let Err(error) = WebStack::new(Router::new(), settings, None) else { panic!("made without its certificate") };
     assert!(error.to_string().contains("tls_server_config.cert_file: cannot read server.crt"), "{error}");
 }
 

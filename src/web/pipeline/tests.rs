@@ -60,7 +60,7 @@ async fn beyond_max_requests_the_next_scrape_gets_503_at_once_and_is_counted() {
     let (started, gate, stats) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())), Arc::default());
     let closed = gate.clone().write_owned().await;
     let pipeline =
-        wrap(gated_router(started.clone(), gate, max, Arc::clone(&stats)), &settings(None, Duration::ZERO)).0;
+        wrap(gated_router(started.clone(), gate, max, Arc::clone(&stats)), &settings(None, Duration::ZERO), None).0;
     let in_flight: Vec<_> = (0..max)
         .map(|_| {
             let pipeline = pipeline.clone();
@@ -92,7 +92,7 @@ async fn beyond_max_requests_the_next_scrape_gets_503_at_once_and_is_counted() {
 async fn a_scrape_holds_its_place_until_its_body_is_sent_or_dropped() {
     let stats = Arc::new(HandlerStats::default());
     let router = Router::new().route("/", limited(get(|| async { "the page" }), 1, Duration::ZERO, stats.clone()));
-    let pipeline = wrap(router, &settings(None, Duration::ZERO)).0;
+    let pipeline = wrap(router, &settings(None, Duration::ZERO), None).0;
     let first = handle(&pipeline, request(None)).await;
     assert_eq!(first.status(), StatusCode::OK);
     assert_eq!(stats.in_flight(), 1, "its body is not sent yet");
@@ -111,7 +111,8 @@ async fn zero_max_requests_means_no_limit() {
     let parallel = 8;
     let (started, gate) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())));
     let closed = gate.clone().write_owned().await;
-    let pipeline = wrap(gated_router(started.clone(), gate, 0, Arc::default()), &settings(None, Duration::ZERO)).0;
+    let pipeline =
+        wrap(gated_router(started.clone(), gate, 0, Arc::default()), &settings(None, Duration::ZERO), None).0;
     let requests: Vec<_> = (0..parallel)
         .map(|_| {
             let pipeline = pipeline.clone();
@@ -140,7 +141,7 @@ async fn a_request_over_its_time_gets_503_and_frees_its_place() {
         }
     };
     let router = Router::new().route("/", limited(get(handler), 1, Duration::ZERO, Arc::default()));
-    let pipeline = wrap(router, &settings(None, Duration::from_millis(100))).0;
+    let pipeline = wrap(router, &settings(None, Duration::from_millis(100)), None).0;
     let started = std::time::Instant::now();
     let response = tokio::time::timeout(PATIENCE, handle(&pipeline, request(None))).await.expect("timed out in time");
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -162,7 +163,7 @@ async fn basic_auth_guards_every_path_and_shows_nothing_of_the_page() {
         "basic_auth_users:\n  alice: '{}'\nhttp_server_config:\n  headers:\n    X-Frame-Options: deny\n",
         cheap_hash("wonderland")
     );
-    let pipeline = wrap(page(), &settings(Some(config(&text)), Duration::from_secs(5))).0;
+    let pipeline = wrap(page(), &settings(Some(config(&text)), Duration::from_secs(5)), None).0;
 
     let allowed = handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await;
     assert_eq!(allowed.status(), StatusCode::OK);
@@ -185,8 +186,12 @@ async fn basic_auth_guards_every_path_and_shows_nothing_of_the_page() {
 
 #[tokio::test]
 async fn the_rate_limit_answers_429() {
-    let pipeline =
-        wrap(page(), &settings(Some(config("rate_limit:\n  interval: 1h\n  burst: 2\n")), Duration::from_secs(5))).0;
+    let pipeline = wrap(
+        page(),
+        &settings(Some(config("rate_limit:\n  interval: 1h\n  burst: 2\n")), Duration::from_secs(5)),
+        None,
+    )
+    .0;
     assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK);
     assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::OK);
     assert_eq!(handle(&pipeline, request(None)).await.status(), StatusCode::TOO_MANY_REQUESTS);
@@ -198,7 +203,7 @@ async fn wrong_credentials_are_refused_before_they_can_take_a_place() {
     let closed = gate.clone().write_owned().await;
     let text = format!("basic_auth_users:\n  alice: '{}'\n", cheap_hash("wonderland"));
     let router = gated_router(started.clone(), gate, 1, Arc::default());
-    let pipeline = wrap(router, &settings(Some(config(&text)), Duration::from_secs(5))).0;
+    let pipeline = wrap(router, &settings(Some(config(&text)), Duration::from_secs(5)), None).0;
     let holder = tokio::spawn({
         let pipeline = pipeline.clone();
         async move { handle(&pipeline, request(Some(&basic("alice", "wonderland")))).await }
@@ -212,4 +217,24 @@ async fn wrong_credentials_are_refused_before_they_can_take_a_place() {
 
     drop(closed);
     assert_eq!(tokio::time::timeout(PATIENCE, holder).await.unwrap().unwrap().status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_reload_with_the_same_users_keeps_the_logins_it_remembers() {
+    let alice = format!("basic_auth_users:\n  alice: '{}'\n", cheap_hash("wonderland"));
+    let (pipeline, before) = wrap(page(), &settings(Some(config(&alice)), Duration::from_secs(5)), None);
+    let login = || request(Some(&basic("alice", "wonderland")));
+    assert_eq!(handle(&pipeline, login()).await.status(), StatusCode::OK, "checked with bcrypt, remembered");
+
+    let (reloaded, after) = wrap(page(), &settings(Some(config(&alice)), Duration::from_secs(5)), before.as_ref());
+    assert!(Arc::ptr_eq(before.as_ref().unwrap(), after.as_ref().unwrap()));
+    // No bcrypt check can run any more: the login is answered from memory.
+    after.as_ref().unwrap().close();
+    assert_eq!(handle(&reloaded, login()).await.status(), StatusCode::OK);
+    let new = handle(&reloaded, request(Some(&basic("alice", "other")))).await;
+    assert_eq!(new.status(), StatusCode::SERVICE_UNAVAILABLE, "new credentials needed a check");
+
+    let bob = format!("basic_auth_users:\n  bob: '{}'\n", cheap_hash("builder"));
+    let (_, changed) = wrap(page(), &settings(Some(config(&bob)), Duration::from_secs(5)), after.as_ref());
+    assert!(!Arc::ptr_eq(after.as_ref().unwrap(), changed.as_ref().unwrap()), "other users, other checks");
 }

@@ -18,7 +18,7 @@ async fn start(
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
-    let stack = watch::channel(WebStack::new(router, settings).unwrap()).1;
+    let stack = watch::channel(WebStack::new(router, settings, None).unwrap()).1;
     let server = tokio::spawn(serve(vec![listener], stack, async move {
         let _ = stopped.await;
     }));
