@@ -49,6 +49,7 @@ cleanup() {
             "$ALERTMANAGER_STAND_IN" >/dev/null 2>&1
         podman image prune -f >/dev/null 2>&1
     fi
+    [ -n "${compose_stand_ins_pid:-}" ] && kill "$compose_stand_ins_pid" 2>/dev/null && wait "$compose_stand_ins_pid"
     [ -n "${sim_pid:-}" ] && kill "$sim_pid" 2>/dev/null
     [ -n "${reference_pid:-}" ] && kill "$reference_pid" 2>/dev/null
     rm -rf "$tmp"
@@ -97,13 +98,13 @@ setup_compose() {
 # stand_in NAME PACKAGES ENTRYPOINT [HOOK...]: a bookworm minbase root file system with these
 # packages, imported under NAME (with this entrypoint, if any) unless podman has it already.
 stand_in() {
-    local name=$1 packages=$2 entrypoint=$3 change=()
+    local name=$1 packages=$2 entrypoint=$3 change=() rootfs="$tmp/rootfs-${1//[^A-Za-z0-9]/_}.tar"
     shift 3
     podman image exists "$name" && return 0
     [ -n "$entrypoint" ] && change=(--change "ENTRYPOINT [\"$entrypoint\"]")
-    mmdebstrap --quiet --variant=minbase --include="$packages" "$@" bookworm "$tmp/rootfs.tar" &&
-        podman import "${change[@]}" "$tmp/rootfs.tar" "$name" >/dev/null &&
-        rm -f "$tmp/rootfs.tar"
+    mmdebstrap --quiet --variant=minbase --include="$packages" "$@" bookworm "$rootfs" &&
+        podman import "${change[@]}" "$rootfs" "$name" >/dev/null &&
+        rm -f "$rootfs"
 }
 
 rust_stand_in() {
@@ -127,6 +128,16 @@ run_check "tools installed (podman, buildah, mmdebstrap, runc, netavark, aardvar
 run_check "$PODMAN_COMPOSE in $COMPOSE_VENV" setup_compose
 run_check "stand-in for $RUST_STAND_IN (Debian bookworm and this machine's Rust toolchain)" rust_stand_in
 run_check "stand-in for $RUNTIME_STAND_IN (Debian bookworm minbase, user 65532)" runtime_stand_in
+
+# The compose stack's stand-ins are made while the image builds: mostly downloads, they took
+# about 100 s after it.
+compose_stand_ins() {
+    stand_in "$PROMETHEUS_STAND_IN" prometheus /usr/bin/prometheus --customize-hook='mkdir -p "$1/prometheus"' &&
+        stand_in "$ALERTMANAGER_STAND_IN" prometheus-alertmanager /usr/bin/prometheus-alertmanager \
+            --customize-hook='mkdir -p "$1/alertmanager"'
+}
+compose_stand_ins >"$tmp/compose-stand-ins.log" 2>&1 &
+compose_stand_ins_pid=$!
 
 build() {
     local started=$SECONDS
@@ -269,10 +280,8 @@ compose() { "$COMPOSE_VENV/bin/podman-compose" --in-pod false --project-name cap
 query() { curl -sf --max-time 5 "http://127.0.0.1:9090/api/v1/$1"; }
 
 compose_up() {
-    stand_in "$PROMETHEUS_STAND_IN" prometheus /usr/bin/prometheus --customize-hook='mkdir -p "$1/prometheus"' &&
-        stand_in "$ALERTMANAGER_STAND_IN" prometheus-alertmanager /usr/bin/prometheus-alertmanager \
-            --customize-hook='mkdir -p "$1/alertmanager"' &&
-        podman tag "$IMAGE" "$COMPOSE_IMAGE" &&
+    wait "$compose_stand_ins_pid" || { cat "$tmp/compose-stand-ins.log"; return 1; }
+    podman tag "$IMAGE" "$COMPOSE_IMAGE" &&
         compose up -d exporter prometheus alertmanager
 }
 run_check "compose up: exporter, Prometheus and Alertmanager (stand-ins)" compose_up
