@@ -448,7 +448,7 @@ mod tests {
             (counters.amounts.len(), counters.fill_fees.len())
         };
         state.start_bill_scan(51_000_000);
-        state.take_bills(&BillPage { has_next_page: true, items: vec![funding.clone()] });
+        state.take_bills(&BillPage { has_next_page: true, items: vec![funding] });
         state.start_bill_scan(51_015_000);
         assert_eq!(shown(&state), (1, 0), "the backfill's history is still being scanned");
         while state.next_bill_query().is_some() {

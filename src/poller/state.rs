@@ -357,8 +357,8 @@ fn followed(path: &Path) -> Result<PathBuf, StateError> {
         .map_err(|_| StateError::NotAFile { path: path.to_path_buf(), what: "a symbolic link to nothing" })
 }
 
-/// The suffixes of the copies kept aside: of a file not valid, and of one whose entries of
-/// accounts not polled were dropped.
+/// The suffixes of what is kept aside: a copy of a file not valid, and the entries of accounts
+/// not polled, dropped from the file.
 const CORRUPT: &str = ".corrupt";
 const UNPOLLED: &str = ".unpolled";
 
