@@ -41,6 +41,12 @@ failed=()
 # The images take 2 GB: they are removed at the end (with the build's dangling stage images)
 # unless KEEP_IMAGES=1, which makes a rerun take seconds instead of minutes.
 cleanup() {
+    # The stand-ins' job first (its whole process group: mmdebstrap, apt, podman import), so
+    # that no image it makes outlives the removal below.
+    if [ -n "${compose_stand_ins_pid:-}" ]; then
+        kill -- "-$compose_stand_ins_pid" 2>/dev/null
+        wait "$compose_stand_ins_pid" 2>/dev/null
+    fi
     podman rm -f -t 0 "$NAME" "$NAME-kill" >/dev/null 2>&1
     podman volume rm -f "$VOLUME" "$VOLUME-kill" >/dev/null 2>&1
     compose down --volumes >/dev/null 2>&1
@@ -49,7 +55,6 @@ cleanup() {
             "$ALERTMANAGER_STAND_IN" >/dev/null 2>&1
         podman image prune -f >/dev/null 2>&1
     fi
-    [ -n "${compose_stand_ins_pid:-}" ] && kill "$compose_stand_ins_pid" 2>/dev/null && wait "$compose_stand_ins_pid"
     [ -n "${sim_pid:-}" ] && kill "$sim_pid" 2>/dev/null
     [ -n "${reference_pid:-}" ] && kill "$reference_pid" 2>/dev/null
     rm -rf "$tmp"
@@ -136,7 +141,10 @@ compose_stand_ins() {
         stand_in "$ALERTMANAGER_STAND_IN" prometheus-alertmanager /usr/bin/prometheus-alertmanager \
             --customize-hook='mkdir -p "$1/alertmanager"'
 }
-compose_stand_ins >"$tmp/compose-stand-ins.log" 2>&1 &
+# In a session of its own (its process group), which the cleanup can stop as a whole.
+export -f stand_in compose_stand_ins
+export tmp PROMETHEUS_STAND_IN ALERTMANAGER_STAND_IN
+setsid bash -c compose_stand_ins >"$tmp/compose-stand-ins.log" 2>&1 &
 compose_stand_ins_pid=$!
 
 build() {
@@ -280,7 +288,10 @@ compose() { "$COMPOSE_VENV/bin/podman-compose" --in-pod false --project-name cap
 query() { curl -sf --max-time 5 "http://127.0.0.1:9090/api/v1/$1"; }
 
 compose_up() {
-    wait "$compose_stand_ins_pid" || { cat "$tmp/compose-stand-ins.log"; return 1; }
+    local made=0
+    wait "$compose_stand_ins_pid" || made=$?
+    compose_stand_ins_pid=""
+    [ "$made" -eq 0 ] || { cat "$tmp/compose-stand-ins.log"; return 1; }
     podman tag "$IMAGE" "$COMPOSE_IMAGE" &&
         compose up -d exporter prometheus alertmanager
 }

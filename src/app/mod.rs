@@ -62,7 +62,7 @@ pub async fn run(
         None => (None, true),
     };
     let backfill = backfill(&config, first_start);
-    let wiring = Wiring {
+    let mut wiring = Wiring {
         http: Client::http_pool(config.timeout),
         client: ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() },
         ip_budget: Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget))),
@@ -90,6 +90,8 @@ pub async fn run(
     // Pollers are set up (and restored counters published) before anyone can scrape.
     let mut fleet = Fleet::new().map_err(RunError::Pollers)?;
     fleet.apply(wanted, &|wanted, slot| wiring.setup(wanted, slot)).await?;
+    // The backfill is for the accounts of a first start: one a reload adds counts from its first poll.
+    wiring.backfill = Duration::ZERO;
     let exposition = Exposition::new(fleet.slots(), max_age(&config, &settings)).with_coins(config.coins.clone());
     let (expositions, exposition) = watch::channel(Arc::new(exposition));
     let (reload_requests, requests) = mpsc::channel(1);
@@ -124,7 +126,8 @@ struct Wiring {
     ip_budget: Arc<Mutex<WeightWindow>>,
     uid_windows: UidWindows,
     store: Option<Arc<StateStore>>,
-    /// How far back an account without saved state begins counting.
+    /// How far back an account without saved state begins counting: `--bills.backfill` for the
+    /// accounts of a first start, none after.
     backfill: Duration,
     /// The demo's accounts, which a reload keeps.
     demo_accounts: Vec<AccountConfig>,
