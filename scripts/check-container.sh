@@ -41,12 +41,6 @@ failed=()
 # The images take 2 GB: they are removed at the end (with the build's dangling stage images)
 # unless KEEP_IMAGES=1, which makes a rerun take seconds instead of minutes.
 cleanup() {
-    # The stand-ins' job first (its whole process group: mmdebstrap, apt, podman import), so
-    # that no image it makes outlives the removal below.
-    if [ -n "${compose_stand_ins_pid:-}" ]; then
-        kill -- "-$compose_stand_ins_pid" 2>/dev/null
-        wait "$compose_stand_ins_pid" 2>/dev/null
-    fi
     podman rm -f -t 0 "$NAME" "$NAME-kill" >/dev/null 2>&1
     podman volume rm -f "$VOLUME" "$VOLUME-kill" >/dev/null 2>&1
     compose down --volumes >/dev/null 2>&1
@@ -103,13 +97,13 @@ setup_compose() {
 # stand_in NAME PACKAGES ENTRYPOINT [HOOK...]: a bookworm minbase root file system with these
 # packages, imported under NAME (with this entrypoint, if any) unless podman has it already.
 stand_in() {
-    local name=$1 packages=$2 entrypoint=$3 change=() rootfs="$tmp/rootfs-${1//[^A-Za-z0-9]/_}.tar"
+    local name=$1 packages=$2 entrypoint=$3 change=()
     shift 3
     podman image exists "$name" && return 0
     [ -n "$entrypoint" ] && change=(--change "ENTRYPOINT [\"$entrypoint\"]")
-    mmdebstrap --quiet --variant=minbase --include="$packages" "$@" bookworm "$rootfs" &&
-        podman import "${change[@]}" "$rootfs" "$name" >/dev/null &&
-        rm -f "$rootfs"
+    mmdebstrap --quiet --variant=minbase --include="$packages" "$@" bookworm "$tmp/rootfs.tar" &&
+        podman import "${change[@]}" "$tmp/rootfs.tar" "$name" >/dev/null &&
+        rm -f "$tmp/rootfs.tar"
 }
 
 rust_stand_in() {
@@ -133,19 +127,6 @@ run_check "tools installed (podman, buildah, mmdebstrap, runc, netavark, aardvar
 run_check "$PODMAN_COMPOSE in $COMPOSE_VENV" setup_compose
 run_check "stand-in for $RUST_STAND_IN (Debian bookworm and this machine's Rust toolchain)" rust_stand_in
 run_check "stand-in for $RUNTIME_STAND_IN (Debian bookworm minbase, user 65532)" runtime_stand_in
-
-# The compose stack's stand-ins are made while the image builds: mostly downloads, they took
-# about 100 s after it.
-compose_stand_ins() {
-    stand_in "$PROMETHEUS_STAND_IN" prometheus /usr/bin/prometheus --customize-hook='mkdir -p "$1/prometheus"' &&
-        stand_in "$ALERTMANAGER_STAND_IN" prometheus-alertmanager /usr/bin/prometheus-alertmanager \
-            --customize-hook='mkdir -p "$1/alertmanager"'
-}
-# In a session of its own (its process group), which the cleanup can stop as a whole.
-export -f stand_in compose_stand_ins
-export tmp PROMETHEUS_STAND_IN ALERTMANAGER_STAND_IN
-setsid bash -c compose_stand_ins >"$tmp/compose-stand-ins.log" 2>&1 &
-compose_stand_ins_pid=$!
 
 build() {
     local started=$SECONDS
@@ -288,11 +269,10 @@ compose() { "$COMPOSE_VENV/bin/podman-compose" --in-pod false --project-name cap
 query() { curl -sf --max-time 5 "http://127.0.0.1:9090/api/v1/$1"; }
 
 compose_up() {
-    local made=0
-    wait "$compose_stand_ins_pid" || made=$?
-    compose_stand_ins_pid=""
-    [ "$made" -eq 0 ] || { cat "$tmp/compose-stand-ins.log"; return 1; }
-    podman tag "$IMAGE" "$COMPOSE_IMAGE" &&
+    stand_in "$PROMETHEUS_STAND_IN" prometheus /usr/bin/prometheus --customize-hook='mkdir -p "$1/prometheus"' &&
+        stand_in "$ALERTMANAGER_STAND_IN" prometheus-alertmanager /usr/bin/prometheus-alertmanager \
+            --customize-hook='mkdir -p "$1/alertmanager"' &&
+        podman tag "$IMAGE" "$COMPOSE_IMAGE" &&
         compose up -d exporter prometheus alertmanager
 }
 run_check "compose up: exporter, Prometheus and Alertmanager (stand-ins)" compose_up
