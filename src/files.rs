@@ -51,7 +51,8 @@ pub fn read_config_text(path: &Path) -> Result<String, FileError> {
 /// "<the value>", expected ...`: a file named by mistake (a private key, an htpasswd line, a
 /// credential) would go whole into the error, the log and a reload's answer. The kind of the
 /// value and everything else stay, so the message still says what is wrong and where.
-pub fn without_quoted_value(message: &str) -> String {
+pub fn without_quoted_value(error: impl std::fmt::Display) -> String {
+    let message = error.to_string();
     for marker in ["invalid type:", "invalid value:", "unknown variant"] {
         let Some(start) = message.find(marker).map(|index| index + marker.len()) else { continue };
         // The last one: the quoted value may itself hold ", expected ".
@@ -59,7 +60,7 @@ pub fn without_quoted_value(message: &str) -> String {
         let kind = message[start..end].split(['"', '`', '\'']).next().unwrap_or_default().trim_end();
         return format!("{}{kind}{}", &message[..start], &message[end..]);
     }
-    message.to_owned()
+    message
 }
 
 /// An I/O error as a person reads it: without Rust's " (os error N)".
@@ -81,18 +82,18 @@ mod tests {
         let key = "-----BEGIN PRIVATE KEY-----\nMIGHAgEAMBMGByqGSM49AgEGCCqGSM49AwEHBG0wawIBAQQg\n-----END PRIVATE KEY-----\n";
         let error = serde_yaml_ng::from_str::<std::collections::BTreeMap<String, String>>(key).unwrap_err();
         assert!(error.to_string().contains("MIGHAgEA"), "serde quotes the value: {error}");
-        assert_eq!(without_quoted_value(&error.to_string()), "invalid type: string, expected a map");
+        assert_eq!(without_quoted_value(error), "invalid type: string, expected a map");
         let error = serde_json::from_str::<u64>("\"alice:$2y$10$abc\"").unwrap_err();
-        assert_eq!(without_quoted_value(&error.to_string()), "invalid type: string, expected u64 at line 1 column 18");
+        assert_eq!(without_quoted_value(error), "invalid type: string, expected u64 at line 1 column 18");
         let error = serde_yaml_ng::from_str::<bool>("1234567").unwrap_err();
-        assert_eq!(without_quoted_value(&error.to_string()), "invalid type: integer, expected a boolean");
+        assert_eq!(without_quoted_value(error), "invalid type: integer, expected a boolean");
         #[derive(Debug, serde::Deserialize)]
         enum Auth {
             #[allow(dead_code)]
             NoClientCert,
         }
         let error = serde_yaml_ng::from_str::<Auth>("SecretPastedHere").unwrap_err();
-        assert_eq!(without_quoted_value(&error.to_string()), "unknown variant, expected `NoClientCert`");
+        assert_eq!(without_quoted_value(error), "unknown variant, expected `NoClientCert`");
         let syntax = "did not find expected key at line 2 column 1";
         assert_eq!(without_quoted_value(syntax), syntax);
     }
@@ -102,9 +103,9 @@ mod tests {
         fn no_string_value_survives_in_a_type_error(value in "[ -~]{8,40}") {
             let yaml = serde_yaml_ng::to_string(&value).unwrap();
             let error = serde_yaml_ng::from_str::<std::collections::BTreeMap<String, u8>>(&yaml).unwrap_err();
-            prop_assert!(!without_quoted_value(&error.to_string()).contains(value.trim()), "{error}");
+            prop_assert!(!without_quoted_value(&error).contains(value.trim()), "{error}");
             let error = serde_json::from_str::<u64>(&serde_json::to_string(&value).unwrap()).unwrap_err();
-            prop_assert!(!without_quoted_value(&error.to_string()).contains(value.trim()), "{error}");
+            prop_assert!(!without_quoted_value(&error).contains(value.trim()), "{error}");
         }
     }
 

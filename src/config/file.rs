@@ -74,7 +74,7 @@ impl TryFrom<serde_yaml_ng::Value> for CredentialEntry {
         if !value.is_mapping() {
             return Err("give {env: VARIABLE} or {file: PATH}, never the credential itself".into());
         }
-        serde_yaml_ng::from_value(value).map(Self).map_err(|e| without_quoted_value(&e.to_string()))
+        serde_yaml_ng::from_value(value).map(Self).map_err(without_quoted_value)
     }
 }
 
@@ -88,7 +88,7 @@ pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Res
 /// but the credential files it names.
 pub fn parse_accounts(path: &Path, text: &str, default_coins: &[u64], env: Env) -> Result<AccountsFile, ConfigError> {
     let fail = |reason: String| ConfigError::File { path: path.to_path_buf(), reason };
-    let parsed: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| fail(without_quoted_value(&e.to_string())))?;
+    let parsed: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| fail(without_quoted_value(e)))?;
     if parsed.accounts.is_empty() {
         return Err(fail("accounts is empty; list at least one account".into()));
     }

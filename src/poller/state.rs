@@ -62,12 +62,22 @@ pub enum StateError {
     Write { path: PathBuf, error: std::io::Error },
 }
 
+/// Each account's entry, kept as raw JSON: entries of accounts no longer configured survive
+/// untouched, and an entry is read only when its account is restored.
+type RawEntries = BTreeMap<String, Box<RawValue>>;
+
+/// The file's layout; written from borrowed entries, read into owned ones.
 #[derive(Debug, Serialize, Deserialize)]
-struct StateFile {
+struct StateFile<E = RawEntries> {
     format: u32,
-    /// Kept as raw JSON: entries of accounts no longer configured survive untouched, and an
-    /// entry is read only when its account is restored.
-    accounts: BTreeMap<String, Box<RawValue>>,
+    accounts: E,
+}
+
+impl StateFile {
+    /// The bytes of a state file holding `accounts`.
+    fn bytes(accounts: &RawEntries) -> Vec<u8> {
+        serde_json::to_vec(&StateFile { format: FORMAT, accounts }).expect("state is plain data")
+    }
 }
 
 /// What opening the state file found, besides refusals.
@@ -157,7 +167,7 @@ pub struct Restored {
 
 #[derive(Debug, Default)]
 struct Entries {
-    accounts: BTreeMap<String, Box<RawValue>>,
+    accounts: RawEntries,
     /// Bumped at every change, so a writer knows whether its change is on disk yet.
     generation: u64,
 }
@@ -225,7 +235,7 @@ impl StateStore {
         Ok((store(accounts), opened))
     }
 
-    fn new(path: &Path, accounts: BTreeMap<String, Box<RawValue>>) -> Self {
+    fn new(path: &Path, accounts: RawEntries) -> Self {
         Self {
             path: path.to_path_buf(),
             entries: Mutex::new(Entries { accounts, generation: 0 }),
@@ -254,12 +264,11 @@ impl StateStore {
             return Ok(None);
         }
         let names = others.keys().cloned().collect();
-        let file = StateFile { format: FORMAT, accounts: others };
-        let bytes = serde_json::to_vec(&file).expect("state is plain data");
+        let bytes = StateFile::bytes(&others);
         match keep_aside(&self.path, UNPOLLED, |aside| write_atomically(aside, &bytes)) {
             Ok(kept) => Ok(Some(Forgotten { accounts: names, kept })),
             Err(error) => {
-                entries.accounts.extend(file.accounts); // they stay, and are looked at again next start
+                entries.accounts.extend(others); // they stay, and are looked at again next start
                 Err(error)
             }
         }
@@ -310,8 +319,7 @@ impl StateStore {
         }
         let (bytes, generation) = {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            let file = StateFile { format: FORMAT, accounts: entries.accounts.clone() };
-            (serde_json::to_vec(&file).expect("state is plain data"), entries.generation)
+            (StateFile::bytes(&entries.accounts), entries.generation)
         };
         if bytes.len() as u64 > MAX_STATE_BYTES {
             // The file on disk stays one the next start can read.
@@ -378,7 +386,7 @@ fn keep_aside(path: &Path, suffix: &str, keep: impl Fn(&Path) -> std::io::Result
 /// Parses a state file's content; `path` only names it in errors.
 fn parse(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
     let corrupt = |detail: String| StateError::Corrupt { path: path.to_path_buf(), detail };
-    let file: StateFile = serde_json::from_slice(bytes).map_err(|e| corrupt(without_quoted_value(&e.to_string())))?;
+    let file: StateFile = serde_json::from_slice(bytes).map_err(|e| corrupt(without_quoted_value(e)))?;
     if file.format > FORMAT {
         return Err(StateError::Newer { path: path.to_path_buf(), format: file.format });
     }
@@ -436,7 +444,7 @@ impl SavedAccount {
     /// of -1) is replaced by a new one, with what was wrong: it is a check of the counts, and
     /// dropping the cursor and counts for it would lose bills.
     fn read(entry: &RawValue) -> Result<(Self, Option<String>), String> {
-        let mut saved: Self = serde_json::from_str(entry.get()).map_err(|e| without_quoted_value(&e.to_string()))?;
+        let mut saved: Self = serde_json::from_str(entry.get()).map_err(without_quoted_value)?;
         saved.check()?;
         let ledger_problem = saved.ledger.check(&PLAUSIBLE_MS).err();
         if ledger_problem.is_some() {
