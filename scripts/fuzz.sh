@@ -7,6 +7,7 @@
 #
 #   scripts/fuzz.sh                      # every target, 20 s each
 #   FUZZ_SECONDS=300 scripts/fuzz.sh bill_page state_file
+#   scripts/fuzz.sh --build-only         # only build them (a later run then starts at once)
 #
 # Environment: FUZZ_SECONDS (20) per target; FUZZ_SANITIZER (address, or none); FUZZ_TIMEOUT (10)
 # seconds one input may take before it counts as a hang; FUZZ_TARGET_DIR (target/fuzz).
@@ -18,6 +19,11 @@ seconds=${FUZZ_SECONDS:-20}
 sanitizer=${FUZZ_SANITIZER:-address}
 timeout=${FUZZ_TIMEOUT:-10}
 target_dir=${FUZZ_TARGET_DIR:-target/fuzz}
+build_only=false
+if [ "${1:-}" = --build-only ]; then
+    build_only=true
+    shift
+fi
 if [ $# -gt 0 ]; then
     targets=("$@")
 else
@@ -53,6 +59,9 @@ RUSTC_BOOTSTRAP=1 RUSTFLAGS="${flags[*]}" \
     cargo build --manifest-path fuzz/Cargo.toml --release --target "$triple" --target-dir "$target_dir" "${bins[@]}"
 built=$(date +%s)
 echo "fuzz: build took $((built - started)) s" >&2
+if $build_only; then
+    exit 0
+fi
 
 passed=0
 failed=0

@@ -41,8 +41,22 @@ timed promtool check rules deploy/prometheus/rules.yml
 timed promtool test rules deploy/prometheus/rules.test.yml
 timed promtool check config deploy/prometheus/prometheus.yml
 timed amtool check-config deploy/alertmanager/alertmanager.yml
+# The fuzz targets' build takes both cores for about 4 minutes; the end-to-end test and the
+# deployment checks mostly wait (on Prometheus's evaluations, on tools), so it runs beside them,
+# at the lowest priority so that they keep the processor whenever they need it.
+nice -n 19 bash scripts/fuzz.sh --build-only >target/fuzz-build.log 2>&1 &
+fuzz_build=$!
+trap 'kill "$fuzz_build" 2>/dev/null || true' EXIT
 timed python3 scripts/e2e.py --binary target/debug/capi_exporter
 timed bash scripts/check-deploy.sh
+waiting=$SECONDS
+if ! wait "$fuzz_build"; then
+    echo "test.sh: the fuzz targets' build failed; the end of its log (target/fuzz-build.log):" >&2
+    tail -n 40 target/fuzz-build.log >&2
+    exit 1
+fi
+trap - EXIT
+echo "test.sh: $((SECONDS - waiting)) s waiting for the fuzz targets' build ($(grep -o 'build took .*' target/fuzz-build.log))" >&2
 FUZZ_SECONDS=${FUZZ_SECONDS:-10} timed bash scripts/fuzz.sh
 timed python3 scripts/soak.py --binary target/debug/capi_exporter --seconds "${SOAK_SECONDS:-30}"
 timed python3 scripts/loadtest.py --quick --bin-dir target/debug
