@@ -380,16 +380,17 @@ fn named_file(path: &std::path::Path) -> String {
     }
 }
 
-/// An environment variable's name as an error names it; anything else given as a name (the
-/// credential itself, say) is not repeated.
+/// An environment variable's name as an error names it. Only a name written as variables
+/// conventionally are (capitals, digits and `_`) is repeated: a key or passphrase written where
+/// its variable's name belongs is often letters and digits too, and would go into the log.
 pub(crate) fn named_variable(name: &str) -> String {
-    let is_name = name.len() <= 128
-        && name.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_')
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-    if is_name {
+    let is_conventional = name.len() <= 128
+        && name.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
+        && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
+    if is_conventional {
         name.to_owned()
     } else {
-        "(its name not repeated: it is not a variable's name, and may be the credential itself)".into()
+        "(its name not repeated: it is not in capitals, digits and _, and may be the credential itself)".into()
     }
 }
 

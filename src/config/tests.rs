@@ -157,6 +157,11 @@ fn a_credential_written_where_its_variable_or_file_belongs_is_not_repeated() {
         !error.contains("3f9a") && error.contains("api_key: environment variable (its name not repeated"),
         "{error}"
     );
+    // A passphrase of letters and digits has the shape of a name, but not a conventional one.
+    let yaml = yaml.replace(&format!("\"{SECRET}\""), "MyDeskPass2024");
+    let path = temp_file("passphrase-as-name.yml", &yaml);
+    let error = Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env).unwrap_err().to_string();
+    assert!(!error.contains("MyDeskPass2024") && error.contains("(its name not repeated"), "{error}");
     let error = Config::from_cli(&cli(&[]), &env_of(&[("CAPI_API_SECRET_FILE", SECRET), KEYS[0], KEYS[2]]))
         .unwrap_err()
         .to_string();
