@@ -42,7 +42,7 @@ impl Fault {
     /// only called by faults that pass the request on (a hang, a truncation).
     pub(crate) fn reply(&self, normal: impl FnOnce() -> Reply, headers: &HeaderMap, now_ms: i64) -> Reply {
         match self {
-            Self::HtmlStatus(status) => Reply::html(status_or_bad_gateway(*status)),
+            Self::HtmlStatus(status) => Reply::html(status_or_bad_gateway(*status), now_ms),
             Self::Truncated => normal().truncated(),
             Self::MalformedJson => Reply::malformed_json(),
             Self::Hang(_) => normal(),

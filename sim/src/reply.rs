@@ -71,8 +71,9 @@ impl Reply {
     }
 
     /// What a proxy in front of the exchange sends: an HTML error page.
-    pub(crate) fn html(status: StatusCode) -> Self {
-        let body = format!("<html>\r\n<head><title>{status}</title></head>\r\n<body>\r\n<center><h1>{status}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n");
+    /// A proxy's error page; like a CDN's, it names the request (by the time it came).
+    pub(crate) fn html(status: StatusCode, now_ms: i64) -> Self {
+        let body = format!("<html>\r\n<head><title>{status} (request {now_ms:x})</title></head>\r\n<body>\r\n<center><h1>{status}</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n");
         Self { status, content_type: "text/html", body: body.into_bytes(), retry_after_secs: None }
     }
 

@@ -436,16 +436,23 @@ impl AccountPoller {
     }
 
     /// Logs a failed request, as a warning only when the previous poll did not fail the same
-    /// way.
+    /// way: at the same endpoint, with the same outcome and HTTP status or exchange code. Not
+    /// with the same text, which often names the request (a proxy's request id, an echoed
+    /// timestamp) and would warn at every poll of a lasting outage.
     fn note_failure(&mut self, endpoint: Endpoint, error: &ApiError) {
-        let text = format!("{}: {error}", endpoint.as_str());
-        if self.previous_failures.contains(&text) {
+        let detail = match error {
+            ApiError::Exchange { code, .. } => code.clone(),
+            ApiError::Http { status, .. } => status.to_string(),
+            _ => String::new(),
+        };
+        let kind = format!("{} {} {detail}", endpoint.as_str(), error.outcome().as_str());
+        if self.previous_failures.contains(&kind) {
             debug!(account = self.slot.name(), endpoint = endpoint.as_str(), error = %error, "request to the exchange failed again");
         } else {
             warn!(account = self.slot.name(), endpoint = endpoint.as_str(), outcome = error.outcome().as_str(), error = %error,
                 "request to the exchange failed; capi_up is 0, and the last good figures stay on /metrics until --data.max-age");
         }
-        self.failures.insert(text);
+        self.failures.insert(kind);
     }
 
     /// Saves the poll's state, if there is a state file; returns whether its counters may be

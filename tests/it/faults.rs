@@ -103,6 +103,25 @@ async fn an_exchange_clock_behind_is_detected_and_signed_for() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_lasting_outage_is_warned_once_though_each_error_page_names_its_request() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let exporter = Exporter::start(&exchange, &["--log.level", "debug"]);
+    exporter.wait_up().await;
+    // Three failing polls in a row: each poll's request and its two retries.
+    exchange.sim.inject_fault(Fault::HtmlStatus(502), 9);
+    exporter.wait_for("nine 502 answers", |s| requests(s, "http_error") >= 9.0).await;
+    exporter.wait_up().await;
+    let log = exporter.log();
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("HTTP 502 from the exchange")).collect();
+    let requests_named: std::collections::BTreeSet<&str> =
+        failed.iter().filter_map(|l| l.split("(request ").nth(1)?.split(')').next()).collect();
+    assert!(requests_named.len() >= 3, "each page names its request:\n{log}");
+    let warnings = failed.iter().filter(|l| l.contains("level=warn")).count();
+    assert_eq!(warnings, 1, "one warning for a lasting outage, not one per poll:\n{log}");
+    exporter.wait_logged("polling the exchange works again", 1);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_rejected_key_is_reported_once_and_polled_ever_more_slowly() {
     let exchange = Exchange::start(SimOptions::default()).await;
     let wrong = Credentials { secret: "not-the-secret".into(), ..exchange.credentials.clone() };
