@@ -3,7 +3,7 @@
 #![forbid(unsafe_code)]
 
 use anyhow::Context as _;
-use capi_exporter::config::{Cli, Config};
+use capi_exporter::config::{usage_error_line, Cli, Config};
 use clap::Parser as _;
 
 /// jemalloc, configured in `.cargo/config.toml` to give freed memory back within 0.2 s. Each
@@ -41,9 +41,9 @@ fn exit_on_usage_error(error: clap::Error) -> ! {
     if !error.use_stderr() {
         error.exit();
     }
-    let text = error.render().to_string();
-    let first = text.lines().next().unwrap_or_default();
-    eprintln!("capi_exporter: error: {} (see --help)", first.trim_start_matches("error: "));
+    let args: Vec<String> = std::env::args_os().map(|arg| arg.to_string_lossy().into_owned()).collect();
+    let line = usage_error_line(&error, &args, |name| std::env::var_os(name).is_some());
+    eprintln!("capi_exporter: error: {line}");
     std::process::exit(2);
 }
 

@@ -4,6 +4,7 @@
 
 mod file;
 pub mod shard;
+mod usage;
 
 use crate::api::{Coins, Credentials, Secret};
 use crate::duration::parse_prometheus;
@@ -16,6 +17,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 use tracing::level_filters::LevelFilter;
+pub use usage::usage_error_line;
 
 /// Looks up an environment variable; injected so that tests need not touch the real environment.
 pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;

@@ -43,6 +43,18 @@ fn a_bad_flag_value_says_what_a_good_one_looks_like() {
 }
 
 #[test]
+fn a_bad_value_from_the_environment_names_its_variable_and_the_possible_values() {
+    let mut command = Exporter::command(&["--demo"]);
+    command.env("CAPI_LOG_LEVEL", "trace");
+    let (code, stderr) = run_to_exit(command);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "capi_exporter: error: invalid value 'trace' for '--log.level <LOG_LEVEL>'; [possible values: error, warn, info, debug]; the value is CAPI_LOG_LEVEL's, from the environment (see --help)\n"
+    );
+}
+
+#[test]
 fn a_taken_port_is_one_line_naming_the_flag() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = taken.local_addr().unwrap().to_string();
