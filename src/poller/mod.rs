@@ -184,8 +184,13 @@ impl AccountPoller {
                 debug!(account = self.slot.name(), wait_seconds = wait.as_secs_f64(), "slowing down the next poll");
             }
             self.publish(healthy, wait.saturating_sub(self.settings.interval));
-            // From when the poll was due, not when it began: a group stays together.
-            next = (next + wait).max(started);
+            next = match pace {
+                // From when the poll was due, not when it began: a group stays together.
+                Pace::Normal => (next + wait).max(started),
+                // From the refusal: a poll that took long (timeouts before a 429) would
+                // otherwise have used up the wait the exchange asked for.
+                Pace::RateLimited { .. } | Pace::AuthRejected => Instant::now() + wait,
+            };
         }
     }
 

@@ -80,6 +80,29 @@ async fn a_429_storm_backs_off_honouring_retry_after_then_resumes() {
     wait_counted(&exporter, bills).await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_retry_after_counts_from_the_429_however_long_the_poll_took() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let exporter = Exporter::start(&exchange, &["--api.timeout", "1s"]);
+    exporter.wait_up().await;
+    // Two timeouts and their retries take the poll about 2.75 s before the 429 comes.
+    exchange.sim.inject_fault(Fault::Hang(Duration::from_secs(2)), 2);
+    exchange.sim.inject_fault(Fault::RateLimited { retry_after_secs: Some(3) }, 1);
+    let deadline = Instant::now() + common::DEADLINE;
+    while exchange.sim.faults_pending() > 0 {
+        assert!(Instant::now() < deadline, "the faults were never met");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let refused = Instant::now();
+    let sent = exchange.sim.requests().total;
+    while exchange.sim.requests().total == sent {
+        assert!(Instant::now() < deadline, "no request after the 429");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let waited = refused.elapsed();
+    assert!(waited >= Duration::from_millis(2_900), "the next request came {waited:?} after a 429 asking for 3 s");
+}
+
 async fn skewed_clock_is_corrected(offset_ms: i64) {
     let exchange = Exchange::start(SimOptions { clock_offset_ms: offset_ms, ..SimOptions::default() }).await;
     let exporter = Exporter::start(&exchange, &["--bills.overlap", "2s"]);
