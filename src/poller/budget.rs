@@ -4,6 +4,9 @@
 //! Windows slide, so no 10 s stretch ever holds more than the budget, wherever the exchange's
 //! own windows start; a second of margin covers requests that arrive closer together than they
 //! were sent. A request waits until both its windows have room: the budget is never exceeded.
+//! Bill queries fill a window only to four fifths of its budget: the rest is the account
+//! queries' alone, so that bursts of bills on many accounts at once (a funding settlement)
+//! leave room for the figures.
 
 use crate::api::Endpoint;
 use std::collections::{BTreeMap, VecDeque};
@@ -34,15 +37,20 @@ impl WeightWindow {
         Self { budget, spent: VecDeque::new() }
     }
 
-    /// When `weight` more fits in the window (now, if it fits now).
-    pub fn ready_at(&mut self, weight: u32, now: Instant) -> Instant {
+    /// When a request to `endpoint` fits in the window (now, if it fits now).
+    pub fn ready_at(&mut self, endpoint: Endpoint, weight: u32, now: Instant) -> Instant {
+        let limit = match endpoint {
+            Endpoint::Account => self.budget,
+            // Budgets are at least 10, so a bill query (at most 5) always fits in time.
+            Endpoint::Bills => self.budget - self.budget / 5,
+        };
         while self.spent.front().is_some_and(|(at, _)| *at + WINDOW <= now) {
             self.spent.pop_front();
         }
         let mut total: u32 = self.spent.iter().map(|(_, w)| w).sum();
         let mut ready = now;
         for (at, spent) in &self.spent {
-            if total + weight <= self.budget {
+            if total + weight <= limit {
                 break;
             }
             total -= spent;
@@ -92,22 +100,45 @@ impl AccountBudget {
 
     /// Waits until a request to `endpoint` fits both windows, then books its weight.
     pub async fn acquire(&self, endpoint: Endpoint) {
-        let (ip_weight, uid_weight) = weights(endpoint);
         loop {
             let now = Instant::now();
-            let ready = {
-                let mut ip = self.ip.lock().unwrap_or_else(|e| e.into_inner());
-                let mut uid = self.uid.lock().unwrap_or_else(|e| e.into_inner());
-                let ready = ip.ready_at(ip_weight, now).max(uid.ready_at(uid_weight, now));
-                if ready <= now {
-                    ip.spend(ip_weight, now);
-                    uid.spend(uid_weight, now);
-                    return;
-                }
-                ready
-            };
+            let ready = self.book_if_ready(endpoint, now, true);
+            if ready <= now {
+                return;
+            }
             tokio::time::sleep_until(ready).await;
         }
+    }
+
+    /// Waits until a request to `endpoint` fits both windows, unless that is after `deadline`;
+    /// whether it fits. Books nothing: the request does, and waits if another took the room
+    /// meanwhile.
+    pub async fn room_by(&self, endpoint: Endpoint, deadline: Instant) -> bool {
+        loop {
+            let now = Instant::now();
+            let ready = self.book_if_ready(endpoint, now, false);
+            if ready <= now {
+                return true;
+            }
+            if ready > deadline {
+                return false;
+            }
+            tokio::time::sleep_until(ready).await;
+        }
+    }
+
+    /// When a request to `endpoint` fits both windows; if that is now and `book`, its weight is
+    /// booked, under the same locks.
+    fn book_if_ready(&self, endpoint: Endpoint, now: Instant, book: bool) -> Instant {
+        let (ip_weight, uid_weight) = weights(endpoint);
+        let mut ip = self.ip.lock().unwrap_or_else(|e| e.into_inner());
+        let mut uid = self.uid.lock().unwrap_or_else(|e| e.into_inner());
+        let ready = ip.ready_at(endpoint, ip_weight, now).max(uid.ready_at(endpoint, uid_weight, now));
+        if ready <= now && book {
+            ip.spend(ip_weight, now);
+            uid.spend(uid_weight, now);
+        }
+        ready
     }
 }
 
@@ -173,12 +204,36 @@ mod tests {
         let mut window = WeightWindow::new(10);
         window.spend(6, start);
         window.spend(4, start + Duration::from_secs(3));
-        assert_eq!(window.ready_at(1, start + Duration::from_secs(5)), start + WINDOW);
-        assert_eq!(window.ready_at(6, start + Duration::from_secs(5)), start + WINDOW);
-        assert_eq!(window.ready_at(7, start + Duration::from_secs(5)), start + Duration::from_secs(3) + WINDOW);
+        assert_eq!(window.ready_at(Endpoint::Account, 1, start + Duration::from_secs(5)), start + WINDOW);
+        assert_eq!(window.ready_at(Endpoint::Account, 6, start + Duration::from_secs(5)), start + WINDOW);
+        assert_eq!(window.ready_at(Endpoint::Account, 7, start + Duration::from_secs(5)), start + Duration::from_secs(3) + WINDOW);
         let later = start + WINDOW;
-        assert_eq!(window.ready_at(6, later), later);
-        assert_eq!(window.ready_at(7, later), start + Duration::from_secs(3) + WINDOW);
+        assert_eq!(window.ready_at(Endpoint::Account, 6, later), later);
+        assert_eq!(window.ready_at(Endpoint::Account, 7, later), start + Duration::from_secs(3) + WINDOW);
+    }
+
+    #[test]
+    fn bill_queries_leave_a_fifth_of_the_window_to_account_queries() {
+        let now = Instant::now();
+        let mut window = WeightWindow::new(10);
+        window.spend(8, now);
+        assert_eq!(window.ready_at(Endpoint::Bills, 1, now), now + WINDOW);
+        assert_eq!(window.ready_at(Endpoint::Account, 2, now), now);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn room_for_a_bill_query_is_awaited_only_until_the_deadline() {
+        let windows = UidWindows::new(10_000);
+        let budget = AccountBudget::new(Arc::new(Mutex::new(WeightWindow::new(10))), windows.of("main"));
+        for _ in 0..4 {
+            budget.acquire(Endpoint::Bills).await;
+        }
+        let started = Instant::now();
+        assert!(!budget.room_by(Endpoint::Bills, started + Duration::from_secs(5)).await);
+        assert_eq!(Instant::now(), started, "no room before the deadline: no wait for it");
+        assert!(budget.room_by(Endpoint::Account, started).await, "account queries have their fifth");
+        assert!(budget.room_by(Endpoint::Bills, started + WINDOW).await);
+        assert_eq!(Instant::now(), started + WINDOW);
     }
 
     #[test]
@@ -189,7 +244,7 @@ mod tests {
         let mut sent = Vec::new();
         for i in 0..2_000u32 {
             let weight = [1, 5, 2][i as usize % 3];
-            now = window.ready_at(weight, now).max(now);
+            now = window.ready_at(Endpoint::Account, weight, now).max(now);
             window.spend(weight, now);
             sent.push((now, weight));
             now += Duration::from_millis(3);

@@ -176,7 +176,7 @@ impl AccountPoller {
             }
             let started = Instant::now();
             let (pace, healthy) = tokio::select! {
-                polled = Box::pin(self.poll_once()) => polled,
+                polled = Box::pin(self.poll_once(next + self.settings.interval)) => polled,
                 _ = shutdown.wait_for(|stop| *stop) => return,
             };
             let wait = self.backoff.next_wait(pace, self.settings.interval, fastrand::f64());
@@ -195,8 +195,9 @@ impl AccountPoller {
     }
 
     /// One poll: the account query for every coin, then the new bills; then save. Returns how
-    /// the next poll should be paced, and whether every request succeeded.
-    async fn poll_once(&mut self) -> (Pace, bool) {
+    /// the next poll should be paced, and whether every request succeeded. `next_due` is when
+    /// the next poll is due.
+    async fn poll_once(&mut self, next_due: Instant) -> (Pace, bool) {
         let mut pace = Pace::Normal;
         let mut healthy = true;
         let mut answered = false;
@@ -235,7 +236,7 @@ impl AccountPoller {
                 "the exchange names another account than the one whose bills are counted under this name (the credentials of another account?); bills are not scanned, and capi_up is 0, until it names the counted one again, or names this one in three polls in a row, when the counts begin afresh");
             self.recall(format_args!("bill scan put off: the answer names exchange account {other}"));
         } else if pace == Pace::Normal {
-            if let Err(e) = self.scan_bills().await {
+            if let Err(e) = self.scan_bills(next_due).await {
                 self.note_failure(Endpoint::Bills, &e);
                 healthy = false;
                 pace = pace_after(&e);
@@ -321,8 +322,11 @@ impl AccountPoller {
         self.recall(format_args!("clock: the exchange's is {offset_seconds} s from this machine's"));
     }
 
-    /// Makes the bill queries of this poll, at most the per-poll limit.
-    async fn scan_bills(&mut self) -> Result<(), ApiError> {
+    /// Makes the bill queries of this poll: at most the per-poll limit, and only those the
+    /// budget has room for before `next_due`. A scan waiting longer would hold back the next
+    /// poll's account queries, and so the figures (all accounts' at once, when a funding
+    /// settlement makes every account's scan long).
+    async fn scan_bills(&mut self, next_due: Instant) -> Result<(), ApiError> {
         let fresh = self.state.unsettled_from_ms().is_none();
         let now_ms = self.account.client.clock().now_ms();
         if let Some(saved_ms) = self.state.start_bill_scan(now_ms) {
@@ -336,6 +340,9 @@ impl AccountPoller {
         // A query given up still fails the poll (capi_up 0): one of its requests failed.
         let mut given_up = None;
         for _ in 0..self.settings.bill_queries_per_poll {
+            if !self.account.budget.room_by(Endpoint::Bills, next_due).await {
+                break;
+            }
             let Some(query) = self.state.next_bill_query() else { break };
             let client = &self.account.client;
             let counted = match self.request(Endpoint::Bills, || client.bills(&query)).await {

@@ -245,3 +245,30 @@ fn tempdir(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn the_figures_stay_fresh_while_a_long_bill_scan_waits_for_the_budget() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    // 20 IP weight per 11 s stretches the polls to 2.06 s; bill queries then have room for
+    // about one poll's worth of queries at a time, and a backlog takes several polls.
+    let flags = ["--api.ip-weight-budget", "20", "--bills.overlap", "2s"];
+    let exporter = Exporter::start(&exchange, &flags);
+    exporter.wait_up().await;
+    let now = common::now_ms();
+    for offset in 0..300 {
+        let bill = capi_sim::NewBill { ctime_ms: Some(now + offset), ..common::usdt_bill("deposit", 1, 0) };
+        exchange.sim.add_bill(exchange.key(), bill);
+    }
+    let bills = exchange.sim.bills(exchange.key()).len() as f64;
+    let oldest = std::cell::Cell::new(0.0_f64);
+    let scrape = exporter
+        .wait_for("the backlog counted", |s| {
+            oldest.set(oldest.get().max(s.value("capi_data_age_seconds", &[]).unwrap_or(f64::INFINITY)));
+            s.sum("capi_bills_total", &[]) == bills
+        })
+        .await;
+    // A scan that waited for room within one poll held the account queries back for 11 s.
+    let oldest = oldest.get();
+    assert!(oldest < 6.0, "the figures were {oldest} s old while the bills were scanned");
+    assert!(scrape.sum("capi_bill_scan_deferred_total", &[]) >= 2.0, "the scan took several polls");
+}
