@@ -112,6 +112,16 @@ pub fn parse_accounts(path: &Path, text: &str, default_coins: &[u64], env: Env) 
                 .and_then(|s| header_safe(s, "passphrase"))
                 .map_err(in_account)?,
         };
+        // One key, one exchange account: under two names its bills would be counted twice, and
+        // its weight budget (the exchange's, per account) spent by two windows of ours.
+        let same_key =
+            accounts.iter().find(|a: &&AccountConfig| a.credentials.api_key.expose() == credentials.api_key.expose());
+        if let Some(first) = same_key {
+            return Err(fail(format!(
+                "accounts {:?} and {name:?} have the same API key; list each exchange account once, with all its coins in coin_ids",
+                first.name
+            )));
+        }
         accounts.push(AccountConfig { name, coin_ids, credentials });
     }
     let coin_names = parsed

@@ -252,3 +252,14 @@ fn a_key_or_passphrase_with_a_control_character_is_refused_at_start() {
     let error = parse_accounts(std::path::Path::new("a.yml"), yaml, &[2], &env).unwrap_err().to_string();
     assert!(error.contains("account \"a\": passphrase holds a control character"), "{error}");
 }
+
+#[test]
+fn one_api_key_under_two_names_is_refused_without_repeating_it() {
+    let yaml = "accounts:\n  - name: a\n    credentials: {api_key: {env: K}, secret: {env: S}, passphrase: {env: P}}\n  - name: b\n    coin_ids: [1]\n    credentials: {api_key: {env: K2}, secret: {env: S}, passphrase: {env: P}}\n";
+    let path = temp_file("same-key.yml", yaml);
+    let env = env_of(&[("K", "key-of-a"), ("K2", "key-of-a"), ("S", "s"), ("P", "p")]);
+    let error = Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env).unwrap_err().to_string();
+    assert!(error.contains("accounts \"a\" and \"b\" have the same API key") && !error.contains("key-of-a"), "{error}");
+    let env = env_of(&[("K", "key-of-a"), ("K2", "key-of-b"), ("S", "s"), ("P", "p")]);
+    assert!(Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env).is_ok());
+}
