@@ -21,6 +21,15 @@ pub fn init(level: LevelFilter, format: LogFormat) {
     tracing_subscriber::registry().with(filter).with(layer.event_format(Lines(format))).init();
 }
 
+/// The error that stops the process, as its last line: plain in logfmt (what a person at a
+/// terminal reads, as a usage error is), an error event in JSON (what a log pipeline parses).
+pub fn fatal(format: LogFormat, error: &str) {
+    match format {
+        LogFormat::Logfmt => eprintln!("capi_exporter: error: {error}"),
+        LogFormat::Json => tracing::error!(error, "capi_exporter stopped by an error"),
+    }
+}
+
 /// One line per event, in either format with the same keys: `ts`, `level`, `target`, `msg`, then
 /// the event's own fields. logfmt: `ts=... level=info target=... msg="..." key=value`.
 struct Lines(LogFormat);
@@ -73,6 +82,19 @@ impl Visit for Fields {
         self.push(field, Value::from(value));
     }
 
+    fn record_u128(&mut self, field: &Field, value: u128) {
+        self.push(field, u64::try_from(value).map_or_else(|_| Value::from(value.to_string()), Value::from));
+    }
+
+    fn record_i128(&mut self, field: &Field, value: i128) {
+        self.push(field, i64::try_from(value).map_or_else(|_| Value::from(value.to_string()), Value::from));
+    }
+
+    /// A number in JSON (`null` if it is not finite, which JSON cannot write).
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.push(field, Value::from(value));
+    }
+
     fn record_bool(&mut self, field: &Field, value: bool) {
         self.push(field, Value::from(value));
     }
@@ -100,7 +122,10 @@ fn quote(value: &str) -> String {
             '"' => quoted.push_str("\\\""),
             '\\' => quoted.push_str("\\\\"),
             '\n' => quoted.push_str("\\n"),
-            c if c.is_control() => quoted.push_str(&format!("\\u{{{:x}}}", c as u32)),
+            '\r' => quoted.push_str("\\r"),
+            '\t' => quoted.push_str("\\t"),
+            // As Go's strconv.Quote writes them, which logfmt readers decode.
+            c if c.is_control() => quoted.push_str(&format!("\\u{:04x}", c as u32)),
             c => quoted.push(c),
         }
     }
@@ -115,6 +140,11 @@ mod tests {
 
     /// What one event logs in `format`.
     fn logged(format: LogFormat) -> String {
+        logged_event(format, || tracing::warn!(accounts = 2, path = "/a b", "serving"))
+    }
+
+    /// What `event` logs in `format`.
+    fn logged_event(format: LogFormat, event: impl FnOnce()) -> String {
         #[derive(Clone, Default)]
         struct Buffer(Arc<Mutex<Vec<u8>>>);
         impl std::io::Write for Buffer {
@@ -130,7 +160,7 @@ mod tests {
         let sink = buffer.clone();
         let layer = tracing_subscriber::fmt::layer().with_writer(move || sink.clone()).event_format(Lines(format));
         let subscriber = tracing_subscriber::registry().with(layer);
-        tracing::subscriber::with_default(subscriber, || tracing::warn!(accounts = 2, path = "/a b", "serving"));
+        tracing::subscriber::with_default(subscriber, event);
         let text = buffer.0.lock().unwrap().clone();
         String::from_utf8(text).unwrap()
     }
@@ -155,5 +185,15 @@ mod tests {
         assert_eq!(quote("two words"), "\"two words\"");
         assert_eq!(quote("a=\"b\"\n"), "\"a=\\\"b\\\"\\n\"");
         assert_eq!(quote(""), "\"\"");
+        assert_eq!(quote("\u{1b}[31m\tx\r"), "\"\\u001b[31m\\tx\\r\"");
+    }
+
+    #[test]
+    fn numbers_stay_numbers_in_json() {
+        let line = logged_event(LogFormat::Json, || {
+            tracing::info!(duration_ms = std::time::Duration::from_millis(7).as_millis(), seconds = 1.5, "polled")
+        });
+        let json: serde_json::Map<String, Value> = serde_json::from_str(&line).unwrap();
+        assert_eq!((json["duration_ms"].as_u64(), json["seconds"].as_f64()), (Some(7), Some(1.5)), "{line}");
     }
 }

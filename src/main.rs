@@ -17,7 +17,8 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
     let cli = Cli::try_parse().unwrap_or_else(|error| exit_on_usage_error(error));
-    capi_exporter::logging::init(cli.log_level, cli.log_format);
+    let log_format = cli.log_format;
+    capi_exporter::logging::init(cli.log_level, log_format);
     let result = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -30,7 +31,7 @@ fn main() {
             result
         });
     if let Err(error) = result {
-        eprintln!("capi_exporter: error: {error:#}");
+        capi_exporter::logging::fatal(log_format, &format!("{error:#}"));
         std::process::exit(1);
     }
 }

@@ -68,6 +68,21 @@ fn a_taken_port_is_one_line_naming_the_flag() {
     );
 }
 
+#[test]
+fn with_json_logs_the_error_that_stops_it_is_a_json_line_too() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = taken.local_addr().unwrap().to_string();
+    let (code, stderr) =
+        run_to_exit(Exporter::command(&["--demo", "--log.format", "json", "--web.listen-address", &address]));
+    assert_eq!(code, 1);
+    for line in stderr.lines() {
+        assert!(serde_json::from_str::<serde_json::Value>(line).is_ok(), "not JSON: {line}");
+    }
+    let last: serde_json::Value = serde_json::from_str(stderr.lines().last().unwrap()).unwrap();
+    assert_eq!(last["level"], "error", "{stderr}");
+    assert!(last["error"].as_str().unwrap().contains(&format!("cannot listen on {address}")), "{stderr}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_stops_it_cleanly_with_exit_code_0() {
     let exchange = Exchange::start(SimOptions::default()).await;
