@@ -142,7 +142,14 @@ impl Wiring {
         };
         let configured = accounts.len();
         accounts.retain(|account| config.shard.owns(&account.name));
-        if config.shard.count > 1 {
+        if accounts.is_empty() && configured > 0 {
+            warn!(
+                shard = config.shard.index,
+                shards = config.shard.count,
+                configured,
+                "this shard owns none of the configured accounts, so it polls nothing; lower --shard.count if there are more replicas than needed"
+            );
+        } else if config.shard.count > 1 {
             info!(
                 shard = config.shard.index,
                 shards = config.shard.count,

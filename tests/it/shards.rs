@@ -36,3 +36,26 @@ async fn three_replicas_poll_every_account_exactly_once() {
     assert_eq!(all, names.into_iter().collect(), "no gap");
     assert_eq!(polled.iter().map(BTreeSet::len).sum::<usize>(), 7, "no overlap: {polled:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_shard_that_owns_no_account_says_so() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let (config, env, _) = exchange.accounts_file(&["only".to_owned()]);
+    let owner = (0..4).find(|&i| capi_exporter::config::shard::Shard { index: i, count: 4 }.owns("only")).unwrap();
+    let idle = ((owner + 1) % 4).to_string();
+    let mut command = Exporter::command(&[
+        "--config.file",
+        config.to_str().unwrap(),
+        "--api.base-url",
+        &exchange.url,
+        "--shard.index",
+        &idle,
+        "--shard.count",
+        "4",
+    ]);
+    command.envs(env.iter().map(|(k, v)| (k, v)));
+    let exporter = Exporter::spawn(command);
+    exporter.wait_logged("this shard owns none of the configured accounts", 1);
+    let line = exporter.log().lines().find(|l| l.contains("owns none")).unwrap().to_owned();
+    assert!(line.contains("level=warn") && line.contains("configured=1") && line.contains("--shard.count"), "{line}");
+}
