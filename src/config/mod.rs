@@ -141,7 +141,7 @@ pub struct Cli {
     #[arg(long = "config.check")]
     pub config_check: bool,
     /// Run against a built-in simulated exchange with generated keys: no API key needed.
-    #[arg(long = "demo")]
+    #[arg(long = "demo", conflicts_with = "config_file")]
     pub demo: bool,
     /// Seed of the simulated exchange's activity in --demo mode.
     #[arg(long = "demo.seed", default_value_t = 1)]

@@ -61,6 +61,12 @@ mod tests {
     }
 
     #[test]
+    fn the_demo_does_not_take_an_accounts_file() {
+        let line = line(&["--demo", "--config.file", "accounts.yml"], &[]);
+        assert!(line.starts_with("the argument '--demo' cannot be used with '--config.file"), "{line}");
+    }
+
+    #[test]
     fn a_value_from_the_environment_names_its_variable() {
         // clap reads the real environment; a flag given on the command line is never the
         // variable's, whether or not one is set.

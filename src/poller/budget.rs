@@ -206,7 +206,10 @@ mod tests {
         window.spend(4, start + Duration::from_secs(3));
         assert_eq!(window.ready_at(Endpoint::Account, 1, start + Duration::from_secs(5)), start + WINDOW);
         assert_eq!(window.ready_at(Endpoint::Account, 6, start + Duration::from_secs(5)), start + WINDOW);
-        assert_eq!(window.ready_at(Endpoint::Account, 7, start + Duration::from_secs(5)), start + Duration::from_secs(3) + WINDOW);
+        assert_eq!(
+            window.ready_at(Endpoint::Account, 7, start + Duration::from_secs(5)),
+            start + Duration::from_secs(3) + WINDOW
+        );
         let later = start + WINDOW;
         assert_eq!(window.ready_at(Endpoint::Account, 6, later), later);
         assert_eq!(window.ready_at(Endpoint::Account, 7, later), start + Duration::from_secs(3) + WINDOW);
