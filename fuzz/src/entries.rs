@@ -254,8 +254,8 @@ pub fn account_info(data: &[u8]) {
 }
 
 /// The accounts file: parsed and validated. Invariants: at least one account; names unique,
-/// 1 to 64 of `[A-Za-z0-9._-]`; coin ids and credentials non-empty; every error names the file;
-/// no secret in `Debug` output or error messages.
+/// 1 to 64 of `[A-Za-z0-9._-]`; coin ids and credentials non-empty; no API key twice; every
+/// error names the file; no secret in `Debug` output or error messages.
 pub fn accounts_yaml(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else { return };
     // `file:` credentials are read for real: keep away from device and kernel files, which can
@@ -264,7 +264,8 @@ pub fn accounts_yaml(data: &[u8]) {
     if ["dev", "proc", "sys"].iter().any(|p| lower.contains(p)) {
         return;
     }
-    let result = parse_accounts(Path::new("fuzz.yml"), text, &[2], &|_| Some(SECRET.into()));
+    // Each variable holds a secret of its own, as each account's key is its own.
+    let result = parse_accounts(Path::new("fuzz.yml"), text, &[2], &|name| Some(format!("{SECRET}{name}")));
     let accounts = match result {
         Ok(file) => file.accounts,
         Err(error) => {
@@ -276,12 +277,14 @@ pub fn accounts_yaml(data: &[u8]) {
     };
     assert!(!accounts.is_empty(), "an accounts file with no account was accepted");
     let mut names = BTreeSet::new();
+    let mut keys = BTreeSet::new();
     for account in &accounts {
         let name = &account.name;
         let valid =
             (1..=64).contains(&name.len()) && name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
         assert!(valid, "invalid account name {name:?} accepted");
         assert!(names.insert(name.clone()), "account name {name:?} accepted twice");
+        assert!(keys.insert(account.credentials.api_key.expose()), "account {name:?}: an API key accepted twice");
         assert!(!account.coin_ids.is_empty(), "account {name:?} has no coin id");
         let c = &account.credentials;
         for secret in [&c.api_key, &c.secret, &c.passphrase] {

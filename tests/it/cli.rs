@@ -180,10 +180,11 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
     let dir = std::env::temp_dir().join(format!("capi-cli-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let accounts = dir.join("accounts.yml");
-    let credentials = "credentials: {api_key: {env: K}, secret: {env: S}, passphrase: {env: P}}";
+    let credentials =
+        |key: &str| format!("credentials: {{api_key: {{env: {key}}}, secret: {{env: S}}, passphrase: {{env: P}}}}");
     std::fs::write(
         &accounts,
-        format!("accounts:\n  - name: main\n    {credentials}\n  - name: hedge\n    {credentials}\n"),
+        format!("accounts:\n  - name: main\n    {}\n  - name: hedge\n    {}\n", credentials("K"), credentials("K2")),
     )
     .unwrap();
     let check = |env: &[(&str, &str)], extra: &[&str]| {
@@ -194,13 +195,13 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
         let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
         (output.status.code(), text(output.stdout), text(output.stderr))
     };
-    let keys = [("K", "key"), ("S", "secret"), ("P", "passphrase")];
+    let keys = [("K", "key"), ("K2", "key-2"), ("S", "secret"), ("P", "passphrase")];
     let (code, stdout, stderr) = check(&keys, &[]);
     assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(stdout, "capi_exporter: the configuration is valid: 2 account(s), plain HTTP\n");
     assert_eq!(stderr, "", "nothing starts, nothing is logged");
 
-    let (code, _, stderr) = check(&keys[..2], &[]);
+    let (code, _, stderr) = check(&keys[..3], &[]);
     assert_eq!(code, Some(1));
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
     assert!(stderr.contains("invalid configuration") && stderr.contains("P"), "{stderr}");

@@ -103,7 +103,8 @@ fn seeds_reach_past_the_parsers() {
     let documented =
         std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/accounts_yaml/documented.yml"))
             .unwrap();
-    let accounts = capi_exporter::config::parse_accounts(Path::new("a.yml"), &documented, &[2], &|_| Some("x".into()));
+    let accounts =
+        capi_exporter::config::parse_accounts(Path::new("a.yml"), &documented, &[2], &|name| Some(name.into()));
     assert_eq!(accounts.unwrap_or_else(|e| panic!("{e}")).accounts.len(), 2);
     for path in seeds("state_file") {
         let store = capi_exporter::poller::state::StateStore::from_bytes(&path, &std::fs::read(&path).unwrap());
