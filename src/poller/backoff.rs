@@ -44,7 +44,9 @@ impl Backoff {
         match pace {
             Pace::Normal => interval,
             Pace::RateLimited { retry_after } => {
-                let backoff = doubled(RATE_LIMIT_FIRST, RATE_LIMIT_MAX).mul_f64(0.8 + 0.4 * jitter.clamp(0.0, 1.0));
+                // Capped after the jitter: five minutes at most, as documented.
+                let jittered = doubled(RATE_LIMIT_FIRST, RATE_LIMIT_MAX).mul_f64(0.8 + 0.4 * jitter.clamp(0.0, 1.0));
+                let backoff = jittered.min(RATE_LIMIT_MAX);
                 backoff.max(retry_after.unwrap_or_default()).max(interval)
             }
             Pace::AuthRejected => doubled(interval.saturating_mul(2), AUTH_MAX).max(interval),
@@ -79,6 +81,9 @@ mod tests {
         let limited = Pace::RateLimited { retry_after: None };
         assert_eq!(Backoff::default().next_wait(limited, Duration::from_secs(1), 0.0), Duration::from_secs(4));
         assert_eq!(Backoff::default().next_wait(limited, Duration::from_secs(1), 1.0), Duration::from_secs(6));
+        let mut at_the_cap = Backoff::default();
+        let longest = (0..9).map(|_| at_the_cap.next_wait(limited, Duration::from_secs(1), 1.0)).max();
+        assert_eq!(longest, Some(RATE_LIMIT_MAX), "jitter does not take the wait past five minutes");
         let told = Pace::RateLimited { retry_after: Some(Duration::from_secs(42)) };
         assert_eq!(Backoff::default().next_wait(told, Duration::from_secs(1), 0.5), Duration::from_secs(42));
         assert_eq!(Backoff::default().next_wait(limited, FIFTEEN, 0.5), FIFTEEN, "never faster than the interval");

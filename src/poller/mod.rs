@@ -528,6 +528,9 @@ fn pace_after(error: &ApiError) -> Pace {
     match error {
         ApiError::RateLimited { retry_after } => Pace::RateLimited { retry_after: *retry_after },
         _ if error.outcome() == crate::api::Outcome::AuthError && !error.is_clock_skew() => Pace::AuthRejected,
+        // Refused before the exchange answered (a firewall, an IP not on the key's list):
+        // asking at full pace would only prolong a block.
+        ApiError::Http { status: 401 | 403, .. } => Pace::AuthRejected,
         _ => Pace::Normal,
     }
 }
@@ -539,6 +542,14 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_before_the_exchange_slows_the_polls_as_a_rejected_key_does() {
+        let http = |status| ApiError::Http { status, snippet: String::new() };
+        assert_eq!(pace_after(&http(403)), Pace::AuthRejected);
+        assert_eq!(pace_after(&http(401)), Pace::AuthRejected);
+        assert_eq!(pace_after(&http(502)), Pace::Normal);
+    }
 
     #[test]
     fn accounts_start_in_groups_half_a_second_apart_within_the_interval() {
