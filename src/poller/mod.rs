@@ -340,10 +340,11 @@ impl AccountPoller {
         // A query given up still fails the poll (capi_up 0): one of its requests failed.
         let mut given_up = None;
         for _ in 0..self.settings.bill_queries_per_poll {
+            // A scan at its end waits for no room: the poll publishes at once.
+            let Some(query) = self.state.next_bill_query() else { break };
             if !self.account.budget.room_by(Endpoint::Bills, next_due).await {
                 break;
             }
-            let Some(query) = self.state.next_bill_query() else { break };
             let client = &self.account.client;
             let counted = match self.request(Endpoint::Bills, || client.bills(&query)).await {
                 Ok(page) => {
