@@ -64,7 +64,7 @@ pub fn without_quoted_value(error: impl std::fmt::Display) -> String {
 }
 
 /// An I/O error as a person reads it: without Rust's " (os error N)".
-fn describe_io_error(error: &std::io::Error) -> String {
+pub(crate) fn describe_io_error(error: &std::io::Error) -> String {
     let text = error.to_string();
     match text.rfind(" (os error ") {
         Some(index) if text.ends_with(')') => text[..index].to_string(),

@@ -7,6 +7,7 @@ use crate::api::client::HttpPool;
 use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use crate::config::{AccountConfig, Accounts, Config, ConfigError};
 use crate::exposition::Exposition;
+use crate::files::describe_io_error;
 use crate::poller::budget::{self, AccountBudget, UidWindows, WeightWindow};
 use crate::poller::state::{Forgotten, Opened, StateError, StateStore};
 use crate::poller::{PollSettings, PolledAccount, PollerSetup};
@@ -25,7 +26,7 @@ use tracing::{error, info, warn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot listen on {address}: {error}; choose another --web.listen-address")]
+    #[error("cannot listen on {address}: {}; choose another --web.listen-address", describe_io_error(.error))]
     Listen { address: String, error: std::io::Error },
     #[error("cannot start the simulated exchange: {0}")]
     Demo(std::io::Error),

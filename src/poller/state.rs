@@ -16,7 +16,7 @@
 use super::cursor::{known, CursorState, KnownValues};
 use super::ledger::Ledger;
 use crate::api::model::MAX_BILL_ID_BYTES;
-use crate::files::{read_bounded, without_quoted_value, FileError};
+use crate::files::{describe_io_error, read_bounded, without_quoted_value, FileError};
 use crate::snapshot::counters::{
     BillCounters, Direction, FlowKey, LatestBalance, Loss, MAX_BUSINESS_TYPES, MAX_COINS, MAX_LABEL_BYTES, OTHER,
 };
@@ -40,7 +40,7 @@ const MAX_EXACT_COUNT: u64 = 1 << 53;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
-    #[error("cannot read state file {path}: {error}; it is left as it is (fix its permissions, or move it away to count afresh)")]
+    #[error("cannot read state file {path}: {}; it is left as it is (fix its permissions, or move it away to count afresh)", describe_io_error(.error))]
     Read { path: PathBuf, error: std::io::Error },
     #[error("state file {path} is {what}, not a regular file; give --state.file the path of a file")]
     NotAFile { path: PathBuf, what: &'static str },
@@ -54,11 +54,11 @@ pub enum StateError {
         "state file {path} is in use by another process (it holds {lock}); give each exporter a state file of its own"
     )]
     InUse { path: PathBuf, lock: PathBuf },
-    #[error("cannot lock state file {path} with {lock}: {error} (let the exporter's user write the file's folder, and the lock file if it is there)")]
+    #[error("cannot lock state file {path} with {lock}: {} (let the exporter's user write the file's folder, and the lock file if it is there)", describe_io_error(.error))]
     Lock { path: PathBuf, lock: PathBuf, error: std::io::Error },
-    #[error("cannot keep the unreadable state file {path} as {aside}: {error}; it is left as it is (make its folder writable, or move it away)")]
+    #[error("cannot keep the unreadable state file {path} as {aside}: {}; it is left as it is (make its folder writable, or move it away)", describe_io_error(.error))]
     CannotKeep { path: PathBuf, aside: PathBuf, error: std::io::Error },
-    #[error("cannot write state file {path}: {error}; bills counted since the last save are not shown until a save succeeds (let the exporter's user write the file and its folder, and check the disk has room)")]
+    #[error("cannot write state file {path}: {}; bills counted since the last save are not shown until a save succeeds (let the exporter's user write the file and its folder, and check the disk has room)", describe_io_error(.error))]
     Write { path: PathBuf, error: std::io::Error },
 }
 

@@ -63,7 +63,9 @@ fn a_taken_port_is_one_line_naming_the_flag() {
     let errors: Vec<&str> = stderr.lines().filter(|l| l.contains("error")).collect();
     assert_eq!(errors.len(), 1, "{stderr}");
     assert!(
-        errors[0].contains(&format!("cannot listen on {address}")) && errors[0].contains("--web.listen-address"),
+        errors[0].contains(&format!(
+            "cannot listen on {address}: Address already in use; choose another --web.listen-address"
+        )),
         "{stderr}"
     );
 }
