@@ -24,7 +24,7 @@ pub enum Pace {
 }
 
 /// Consecutive polls that ended the same troubled way.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Backoff {
     streak: u32,
     last: Option<Pace>,

@@ -75,6 +75,17 @@ pub struct Checkpoint {
     pub cursor: Option<CursorState>,
     pub counters: Arc<BillCounters>,
     pub ledger: Arc<Ledger>,
+    /// How the polls are paced after a refusal (a 429, a rejected key): a poller taking over
+    /// (after a reload, or a panic) waits as long as the one before would have, and goes on
+    /// doubling from where it was.
+    pub pacing: Pacing,
+}
+
+/// When the next poll may start, and the backoff that set it; none while the polls are healthy.
+#[derive(Debug, Clone, Default)]
+pub struct Pacing {
+    backoff: Backoff,
+    not_before: Option<Instant>,
 }
 
 impl Checkpoint {
@@ -90,6 +101,7 @@ impl Checkpoint {
                     cursor: Some(restored.cursor),
                     counters: Arc::new(restored.counters),
                     ledger: Arc::new(restored.ledger),
+                    pacing: Pacing::default(),
                 }
             }
             Some(Err(e)) => {
@@ -141,6 +153,7 @@ impl AccountPoller {
     pub fn new(setup: PollerSetup, checkpoint: Arc<Mutex<Checkpoint>>) -> Self {
         let PollerSetup { account, settings, slot, store } = setup;
         let resumed = lock(&checkpoint).clone();
+        let backoff = resumed.pacing.backoff.clone();
         let published = slot.latest().unwrap_or_default();
         let state = PollState::new(resumed, &published, &settings, &account.coin_ids);
         let stats = Mutex::new((*published.stats).clone());
@@ -152,7 +165,7 @@ impl AccountPoller {
             stats,
             checkpoint,
             state,
-            backoff: Backoff::default(),
+            backoff,
             previous_failures: BTreeSet::new(),
             failures: BTreeSet::new(),
             save_failing: false,
@@ -168,7 +181,8 @@ impl AccountPoller {
     /// poll's own state is boxed while the poll runs. That took an idle account's task from
     /// 4.5 KB to 0.4 KB beside the poller's 1.2 KB.
     pub async fn run(mut self: Box<Self>, start_delay: Duration, mut shutdown: watch::Receiver<bool>) {
-        let mut next = Instant::now() + start_delay;
+        let not_before = lock(&self.checkpoint).pacing.not_before;
+        let mut next = (Instant::now() + start_delay).max(not_before.unwrap_or_else(Instant::now));
         loop {
             tokio::select! {
                 _ = tokio::time::sleep_until(next) => {}
@@ -191,6 +205,8 @@ impl AccountPoller {
                 // otherwise have used up the wait the exchange asked for.
                 Pace::RateLimited { .. } | Pace::AuthRejected => Instant::now() + wait,
             };
+            let not_before = (pace != Pace::Normal).then_some(next);
+            lock(&self.checkpoint).pacing = Pacing { backoff: self.backoff.clone(), not_before };
         }
     }
 

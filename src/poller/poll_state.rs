@@ -283,6 +283,7 @@ impl PollState {
             cursor: self.cursor.as_ref().map(|c| c.state().clone()),
             counters: self.counters.clone(),
             ledger: self.ledger.clone(),
+            ..Checkpoint::default()
         }
     }
 

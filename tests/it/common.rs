@@ -61,6 +61,30 @@ impl Exchange {
         }
     }
 
+    /// Waits until `count` requests in all were answered with an injected fault; returns when
+    /// that was seen (a few milliseconds late) and how many requests were answered by then.
+    pub async fn faults_answered(&self, count: u64) -> (Instant, u64) {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let stats = self.sim.requests();
+            if stats.by_outcome.get("fault").copied().unwrap_or(0) >= count {
+                return (Instant::now(), stats.total);
+            }
+            assert!(Instant::now() < deadline, "{count} faults were never answered");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    /// Waits for a request beyond the first `answered`; returns when it was seen.
+    pub async fn request_after(&self, answered: u64) -> Instant {
+        let deadline = Instant::now() + DEADLINE;
+        while self.sim.requests().total == answered {
+            assert!(Instant::now() < deadline, "no request after the first {answered}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        Instant::now()
+    }
+
     /// `count` more accounts (seeds from 100) in an accounts YAML file, and the environment
     /// that holds their credentials; returns the file, the environment and the account keys.
     pub fn accounts_file(&self, names: &[String]) -> (std::path::PathBuf, Vec<(String, String)>, Vec<String>) {

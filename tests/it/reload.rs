@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use capi_sim::{Credentials, NewBill, SimOptions};
+use capi_sim::{Credentials, Fault, NewBill, SimOptions};
 use common::{Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use std::path::{Path, PathBuf};
@@ -262,4 +262,21 @@ async fn the_lifecycle_endpoint_reloads_the_web_config_and_answers_with_the_prob
     let page = metrics("second").await.unwrap().text().await.unwrap();
     assert_eq!(reload_ok(&Scrape::parse(&page)), Some(0.0), "{page}");
     assert!(exporter.log().contains("cannot reload the configuration"), "{}", exporter.log());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_poller_a_reload_replaces_keeps_the_wait_the_exchange_asked_for() {
+    let setup = Setup::new("paced").await;
+    let accounts = setup.write_accounts(&[("a", "2")]);
+    let exporter = setup.start(&accounts, &[]);
+    exporter.wait_up().await;
+    setup.exchange.sim.inject_fault(Fault::RateLimited { retry_after_secs: Some(8) }, 1);
+    let (refused, answered) = setup.exchange.faults_answered(1).await;
+    // a gains coin 1: a new poller takes over within the 8 s the exchange asked for.
+    setup.write_accounts(&[("a", "2,1")]);
+    exporter.signal("HUP");
+    exporter.wait_logged("configuration reloaded", 1);
+    let waited = setup.exchange.request_after(answered).await - refused;
+    // A second of margin for the moments this test sees late.
+    assert!(waited >= Duration::from_secs(7), "the next request came {waited:?} after a 429 asking for 8 s");
 }
