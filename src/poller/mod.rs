@@ -75,13 +75,13 @@ pub struct Checkpoint {
     pub cursor: Option<CursorState>,
     pub counters: Arc<BillCounters>,
     pub ledger: Arc<Ledger>,
-    /// How the polls are paced after a refusal (a 429, a rejected key): a poller taking over
-    /// (after a reload, or a panic) waits as long as the one before would have, and goes on
-    /// doubling from where it was.
+    /// How the polls are paced after a 429: a poller taking over (after a reload, or a panic)
+    /// waits as long as the one before would have, and goes on doubling from where it was.
     pub pacing: Pacing,
 }
 
-/// When the next poll may start, and the backoff that set it; none while the polls are healthy.
+/// When the next poll may start, and the backoff that set it; none unless the last poll met a
+/// 429.
 #[derive(Debug, Clone, Default)]
 pub struct Pacing {
     backoff: Backoff,
@@ -205,8 +205,12 @@ impl AccountPoller {
                 // otherwise have used up the wait the exchange asked for.
                 Pace::RateLimited { .. } | Pace::AuthRejected => Instant::now() + wait,
             };
-            let not_before = (pace != Pace::Normal).then_some(next);
-            lock(&self.checkpoint).pacing = Pacing { backoff: self.backoff.clone(), not_before };
+            // A wait the exchange asked for binds whichever poller polls next; a rejected key's
+            // does not: a reload that replaces the poller most likely brings a new key.
+            lock(&self.checkpoint).pacing = match pace {
+                Pace::RateLimited { .. } => Pacing { backoff: self.backoff.clone(), not_before: Some(next) },
+                Pace::Normal | Pace::AuthRejected => Pacing::default(),
+            };
         }
     }
 

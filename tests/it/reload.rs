@@ -280,3 +280,27 @@ async fn a_poller_a_reload_replaces_keeps_the_wait_the_exchange_asked_for() {
     // A second of margin for the moments this test sees late.
     assert!(waited >= Duration::from_secs(7), "the next request came {waited:?} after a 429 asking for 8 s");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_key_fixed_by_a_reload_is_tried_at_once_whatever_the_backoff() {
+    let setup = Setup::new("fixed-key").await;
+    let credentials = &setup.credentials.iter().find(|(name, _)| *name == "a").unwrap().1;
+    let secret = setup.write("a_secret", "not-the-secret");
+    let yaml = format!(
+        "accounts:\n  - name: a\n    credentials: {{api_key: {{env: A_KEY}}, secret: {{file: {}}}, passphrase: {{env: A_PASS}}}}\n",
+        secret.display()
+    );
+    let accounts = setup.write("accounts.yml", &yaml);
+    // At 15 s, the first rejection holds the next poll back 30 s.
+    let exporter = setup.start(&accounts, &["--poll.interval", "15s"]);
+    exporter
+        .wait_for("the key rejected", |s| s.sum("capi_api_requests_total", &[("outcome", "auth_error")]) >= 1.0)
+        .await;
+    setup.write("a_secret", &credentials.secret);
+    exporter.signal("HUP");
+    exporter.wait_logged("configuration reloaded", 1);
+    let reloaded = std::time::Instant::now();
+    exporter.wait_up().await;
+    let waited = reloaded.elapsed();
+    assert!(waited < Duration::from_secs(10), "the fixed key was first tried {waited:?} after the reload");
+}
