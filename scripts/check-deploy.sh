@@ -311,8 +311,10 @@ def accounts(binary, built, accounts_file, workdir):
         text = f.read()
     names = [a["name"] for a in yaml.safe_load(text)["accounts"]]
     for path in set(re.findall(r"file:\s*([^}\s]+)", text)):
+        # A value of its own per file, as each account's key is its own (one key under two
+        # names is refused).
         with open(os.path.join(creds, os.path.basename(path)), "w") as f:
-            f.write("not-a-real-key\n")
+            f.write(f"not-a-real-key-{os.path.basename(path)}\n")
         text = text.replace(path, os.path.join(creds, os.path.basename(path)))
     local = os.path.join(workdir, "accounts.yml")
     with open(local, "w", encoding="utf-8") as f:
