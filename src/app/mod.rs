@@ -2,20 +2,22 @@
 //! and reloads the configuration files on SIGHUP or `/-/reload`.
 
 mod fleet;
+mod plan;
 
 use crate::api::client::HttpPool;
 use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use crate::config::{AccountConfig, Accounts, Config, ConfigError};
 use crate::exposition::Exposition;
 use crate::files::describe_io_error;
-use crate::poller::budget::{self, AccountBudget, UidWindows, WeightWindow};
+use crate::poller::budget::{AccountBudget, UidWindows, WeightWindow};
 use crate::poller::state::{Forgotten, Opened, StateError, StateStore};
-use crate::poller::{PollSettings, PolledAccount, PollerSetup};
+use crate::poller::{PolledAccount, PollerSetup};
 use crate::snapshot::AccountSlot;
 use crate::web::{self, app, AppState, ReloadRequest, WebStack};
 use axum::Router;
 use capi_sim::{SimExchange, SimOptions};
 use fleet::{Fleet, Wanted};
+use plan::Plan;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -57,7 +59,7 @@ pub async fn run(
     // SIGHUP reloads: listened for from the start, so that one sent during a long start neither
     // ends the process (its default action) nor is lost.
     let hangups = signal(SignalKind::hangup()).ok();
-    let (base_url, demo_accounts, demo) = resolve_accounts(&config).await?;
+    let (base_url, demo) = resolve_exchange(&config).await?;
     let (store, first_start) = match config.state_file.as_deref() {
         Some(path) => open_state(path).map(|(store, first_start)| (Some(store), first_start))?,
         None => (None, true),
@@ -70,18 +72,17 @@ pub async fn run(
         uid_windows: UidWindows::new(config.uid_weight_budget),
         store: store.map(Arc::new),
         backfill,
-        demo_accounts,
     };
-    let (wanted, settings) = wiring.plan(&config);
+    let plan = wiring.plan(&config);
     if let Some(store) = &wiring.store {
-        forget_unpolled(store, &wanted);
+        forget_unpolled(store, &plan.accounts);
     }
     info!(
         version = crate::version::VERSION,
         revision = crate::version::REVISION,
-        accounts = wanted.len(),
-        names = %listed(wanted.iter().map(|w| w.account.name.as_str())),
-        poll_interval = ?settings.interval,
+        accounts = plan.accounts.len(),
+        names = %listed(plan.accounts.iter().map(|a| a.name.as_str())),
+        poll_interval = ?plan.settings.interval,
         ip_weight_budget = config.ip_weight_budget,
         uid_weight_budget = config.uid_weight_budget,
         open_files_limit = open_files,
@@ -90,10 +91,11 @@ pub async fn run(
     let listeners = bind(&config.listen_addresses).await?;
     // Pollers are set up (and restored counters published) before anyone can scrape.
     let mut fleet = Fleet::new().map_err(RunError::Pollers)?;
-    fleet.apply(wanted, &|wanted, slot| wiring.setup(wanted, slot)).await?;
+    let max_age = plan.max_age;
+    fleet.apply(plan.wanted(), &|wanted, slot| wiring.setup(wanted, slot)).await?;
     // The backfill is for the accounts of a first start: one a reload adds counts from its first poll.
     wiring.backfill = Duration::ZERO;
-    let exposition = Exposition::new(fleet.slots(), max_age(&config, &settings)).with_coins(config.coins.clone());
+    let exposition = Exposition::new(fleet.slots(), max_age).with_coins(config.coins.clone());
     let (expositions, exposition) = watch::channel(Arc::new(exposition));
     let (reload_requests, requests) = mpsc::channel(1);
     let routes = app(AppState {
@@ -130,39 +132,14 @@ struct Wiring {
     /// How far back an account without saved state begins counting: `--bills.backfill` for the
     /// accounts of a first start, none after.
     backfill: Duration,
-    /// The demo's accounts, which a reload keeps.
-    demo_accounts: Vec<AccountConfig>,
 }
 
 impl Wiring {
-    /// The accounts this replica polls under `config`, and how.
-    fn plan(&self, config: &Config) -> (Vec<Wanted>, PollSettings) {
-        let mut accounts = match &config.accounts {
-            Accounts::Exchange { accounts, .. } => accounts.clone(),
-            Accounts::Demo { .. } => self.demo_accounts.clone(),
-        };
-        let configured = accounts.len();
-        accounts.retain(|account| config.shard.owns(&account.name));
-        if accounts.is_empty() && configured > 0 {
-            warn!(
-                shard = config.shard.index,
-                shards = config.shard.count,
-                configured,
-                "this shard owns none of the configured accounts, so it polls nothing; lower --shard.count if there are more replicas than needed"
-            );
-        } else if config.shard.count > 1 {
-            info!(
-                shard = config.shard.index,
-                shards = config.shard.count,
-                accounts = accounts.len(),
-                configured,
-                "polling this shard's accounts"
-            );
-        }
-        let settings = poll_settings(config, &accounts, self.backfill);
-        warn_unnamed_coins(&accounts, &config.coins);
-        let wanted = accounts.into_iter().map(|account| Wanted { account, settings: settings.clone() }).collect();
-        (wanted, settings)
+    /// The accounts this replica polls under `config`, and how; says so in the log.
+    fn plan(&self, config: &Config) -> Plan {
+        let plan = Plan::new(config, configured_accounts(config), self.backfill);
+        plan.log(config.shard);
+        plan
     }
 
     fn setup(&self, wanted: &Wanted, slot: Arc<AccountSlot>) -> Result<PollerSetup, ApiError> {
@@ -178,17 +155,6 @@ impl Wiring {
             store: self.store.clone(),
         })
     }
-}
-
-/// Figures older than this are withdrawn: `--data.max-age`, or five poll intervals (at least a
-/// minute).
-fn max_age(config: &Config, settings: &PollSettings) -> Duration {
-    let Some(max_age) = config.data_max_age else { return (settings.interval * 5).max(Duration::from_secs(60)) };
-    if max_age <= settings.interval {
-        warn!(max_age_seconds = max_age.as_secs_f64(), poll_interval_seconds = settings.interval.as_secs_f64(),
-            "--data.max-age is not longer than the poll interval: every account's figures will be withdrawn between polls; give it two intervals or more");
-    }
-    max_age
 }
 
 fn log_serving(config: &Config, listeners: &[tokio::net::TcpListener], accounts: usize) {
@@ -259,23 +225,13 @@ impl Reloader {
     async fn try_reload(&mut self) -> Result<(), RunError> {
         let config = (self.reread)()?;
         let stack = WebStack::new(self.routes.clone(), config.web.clone(), Some(&self.stacks.borrow()))?;
-        let (wanted, settings) = self.wiring.plan(&config);
-        self.fleet.apply(wanted, &|wanted, slot| self.wiring.setup(wanted, slot)).await?;
-        let max_age = max_age(&config, &settings);
+        let plan = self.wiring.plan(&config);
+        let max_age = plan.max_age;
+        self.fleet.apply(plan.wanted(), &|wanted, slot| self.wiring.setup(wanted, slot)).await?;
         let exposition = self.expositions.borrow().successor(self.fleet.slots(), max_age, config.coins.clone());
         self.expositions.send_replace(Arc::new(exposition));
         self.stacks.send_replace(stack);
         Ok(())
-    }
-}
-
-/// Coins configured without a name would show `coin=""` and not join with their bills.
-fn warn_unnamed_coins(accounts: &[AccountConfig], coins: &crate::api::Coins) {
-    let unnamed: std::collections::BTreeSet<u64> =
-        accounts.iter().flat_map(|a| a.coin_ids.iter().copied()).filter(|id| coins.name(*id).is_none()).collect();
-    if !unnamed.is_empty() {
-        let ids: Vec<String> = unnamed.iter().map(u64::to_string).collect();
-        warn!(coin_ids = %ids.join(","), "these coin ids have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)");
     }
 }
 
@@ -288,31 +244,6 @@ fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
     match more {
         0 => shown.join(","),
         more => format!("{},... ({more} more)", shown.join(",")),
-    }
-}
-
-/// How the accounts are polled: at the configured interval, or a longer one when they cannot
-/// all be polled within the exchange's weight budget (said at start, and in
-/// `capi_poll_interval_seconds`).
-fn poll_settings(config: &Config, accounts: &[AccountConfig], backfill: Duration) -> PollSettings {
-    let coins = accounts.iter().map(|a| a.coin_ids.len()).max().unwrap_or(1);
-    let plan =
-        budget::plan(accounts.len(), coins, config.poll_interval, config.ip_weight_budget, config.uid_weight_budget);
-    if plan.interval > config.poll_interval {
-        warn!(
-            accounts = accounts.len(),
-            coins,
-            configured_seconds = config.poll_interval.as_secs_f64(),
-            stretched_seconds = plan.interval.as_secs_f64(),
-            "the accounts and coins do not fit the exchange's weight budget at --poll.interval; polling less often (raise the budgets if the exchange allows more, or shard the accounts over several IPs)"
-        );
-    }
-    PollSettings {
-        interval: plan.interval,
-        overlap: config.bills_overlap,
-        backfill,
-        bill_queries_per_poll: plan.bill_queries_per_poll,
-        coins: config.coins.clone(),
     }
 }
 
@@ -341,28 +272,51 @@ fn ipv6_available(error: &std::io::Error) -> bool {
     !(error.kind() == std::io::ErrorKind::AddrNotAvailable || error.raw_os_error() == Some(NO_FAMILY))
 }
 
-/// The base URL, and in demo mode the accounts to poll, after starting the simulated exchange.
-async fn resolve_accounts(
-    config: &Config,
-) -> Result<(String, Vec<AccountConfig>, Option<tokio::task::JoinHandle<()>>), RunError> {
+/// What `--config.check` prints: that the configuration is valid, then each warning a start
+/// with it would log.
+pub fn check(config: &Config) -> Vec<String> {
+    let plan = Plan::new(config, configured_accounts(config), Duration::ZERO);
+    let mut lines = config.check();
+    lines.extend(plan.warnings.iter().map(|warning| format!("warning: {warning}")));
+    lines
+}
+
+/// The accounts a configuration lists: its own, or the demo's.
+fn configured_accounts(config: &Config) -> Vec<AccountConfig> {
     match &config.accounts {
-        Accounts::Exchange { base_url, .. } => Ok((base_url.clone(), Vec::new(), None)),
+        Accounts::Exchange { accounts, .. } => accounts.clone(),
+        Accounts::Demo { seed, count, coin_ids } => {
+            demo_accounts(*seed, *count, coin_ids).into_iter().map(|(_, account)| account).collect()
+        }
+    }
+}
+
+/// The demo's accounts, each with its keys as the simulated exchange takes them: the same for
+/// the same seed, so that a reload finds the accounts it started with.
+fn demo_accounts(seed: u64, count: u16, coin_ids: &[u64]) -> Vec<(capi_sim::Credentials, AccountConfig)> {
+    (0..u64::from(count))
+        .map(|index| {
+            let generated = capi_sim::Credentials::generate(seed.wrapping_add(index));
+            let credentials = Credentials {
+                api_key: Secret::new(generated.api_key.clone()),
+                secret: Secret::new(generated.secret.clone()),
+                passphrase: Secret::new(generated.passphrase.clone()),
+            };
+            let account =
+                AccountConfig { name: format!("demo-{}", index + 1), coin_ids: coin_ids.to_vec(), credentials };
+            (generated, account)
+        })
+        .collect()
+}
+
+/// The base URL, after starting the simulated exchange in demo mode.
+async fn resolve_exchange(config: &Config) -> Result<(String, Option<tokio::task::JoinHandle<()>>), RunError> {
+    match &config.accounts {
+        Accounts::Exchange { base_url, .. } => Ok((base_url.clone(), None)),
         Accounts::Demo { seed, count, coin_ids } => {
             let exchange = SimExchange::new(SimOptions::default());
-            let mut accounts = Vec::new();
-            for index in 0..u64::from(*count) {
-                let generated = capi_sim::Credentials::generate(seed.wrapping_add(index));
-                exchange.add_account(generated.clone(), coin_ids);
-                let credentials = Credentials {
-                    api_key: Secret::new(generated.api_key),
-                    secret: Secret::new(generated.secret),
-                    passphrase: Secret::new(generated.passphrase),
-                };
-                accounts.push(AccountConfig {
-                    name: format!("demo-{}", index + 1),
-                    coin_ids: coin_ids.clone(),
-                    credentials,
-                });
+            for (generated, _) in demo_accounts(*seed, *count, coin_ids) {
+                exchange.add_account(generated, coin_ids);
             }
             let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
             let (address, server) = exchange.start(loopback).await.map_err(RunError::Demo)?;
@@ -371,7 +325,7 @@ async fn resolve_accounts(
             let both = tokio::spawn(async move {
                 let _ = tokio::join!(server, activity);
             });
-            Ok((format!("http://{address}"), accounts, Some(both)))
+            Ok((format!("http://{address}"), Some(both)))
         }
     }
 }
@@ -417,8 +371,8 @@ fn open_state(path: &std::path::Path) -> Result<(StateStore, bool), StateError> 
 /// Kept, an account that comes back (a shard count changed and changed back) would resume from
 /// its old cursor and count again the bills that the replica which polled it meanwhile counted.
 /// (A reload keeps them: an account it removes is polled by no one until one adds it back.)
-fn forget_unpolled(store: &StateStore, wanted: &[Wanted]) {
-    let polled: Vec<&str> = wanted.iter().map(|w| w.account.name.as_str()).collect();
+fn forget_unpolled(store: &StateStore, accounts: &[AccountConfig]) {
+    let polled: Vec<&str> = accounts.iter().map(|a| a.name.as_str()).collect();
     match store.forget_others(&polled) {
         Ok(Some(Forgotten { accounts, kept })) => warn!(accounts = %accounts.join(","), kept = %kept.display(),
             "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (their entries are kept aside, alone, as a state file: if an account was left out by mistake, stop the exporter and move its entry back, as the README says)"),

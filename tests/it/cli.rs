@@ -3,6 +3,7 @@
 
 use crate::common;
 
+use capi_exporter::config::shard::Shard;
 use capi_sim::SimOptions;
 use common::{wait_exit, Exchange, Exporter};
 use std::process::{Command, Stdio};
@@ -235,6 +236,34 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
     let (code, _, stderr) = check(&keys, &["--web.config.file", web.to_str().unwrap()]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("tls_server_config.cipher_suites: unknown name \"TLS_BOGUS\""), "{stderr}");
+
+    // What the start would warn of: 2 accounts with 2 coins weigh 8 a poll, which 80% of a budget
+    // of 10 carries once in 11 s; coin 7 has no name; 5 s of age is less than 11 s.
+    let flags =
+        ["--api.coin-ids", "2,7", "--poll.interval", "1s", "--api.ip-weight-budget", "10", "--data.max-age", "5s"];
+    let (code, stdout, stderr) = check(&keys, &flags);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "capi_exporter: the configuration is valid: 2 account(s), plain HTTP\n\
+         capi_exporter: warning: 2 account(s) with 2 coin(s) do not fit the exchange's weight budget at --poll.interval 1s; polling every 11s instead (raise the budgets if the exchange allows more, or shard the accounts over several IPs)\n\
+         capi_exporter: warning: coin ids 7 have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)\n\
+         capi_exporter: warning: --data.max-age 5s is not longer than the poll interval 11s: every account's figures will be withdrawn between polls; give it two intervals or more\n"
+    );
+    let idle = (2..10)
+        .flat_map(|count| (0..count).map(move |index| Shard::new(index, count).unwrap()))
+        .find(|shard| !shard.owns("main") && !shard.owns("hedge"))
+        .unwrap();
+    let (index, count) = (idle.index.to_string(), idle.count.to_string());
+    let (code, stdout, stderr) = check(&keys, &["--shard.index", &index, "--shard.count", &count]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "capi_exporter: the configuration is valid: 2 account(s), plain HTTP\n\
+             capi_exporter: warning: this shard owns none of the configured accounts (2), so shard {index} of {count} polls nothing; lower --shard.count if there are more replicas than needed\n"
+        )
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -341,7 +370,7 @@ fn a_max_age_not_longer_than_the_poll_interval_is_warned_about_at_start() {
     let flags = ["--demo", "--demo.accounts", "1", "--data.max-age", "2s", "--poll.interval", "2s"];
     let exporter = Exporter::spawn(Exporter::command(&flags));
     let log = exporter.log();
-    let warning = log.lines().find(|l| l.contains("--data.max-age is not longer than the poll interval"));
+    let warning = log.lines().find(|l| l.contains("--data.max-age 2s is not longer than the poll interval 2s"));
     assert!(warning.is_some_and(|l| l.contains("level=warn") && l.contains("max_age_seconds=2")), "{log}");
     let calm = Exporter::spawn(Exporter::command(&["--demo", "--demo.accounts", "1", "--data.max-age", "5s"]));
     assert!(!calm.log().contains("--data.max-age is not longer"), "{}", calm.log());

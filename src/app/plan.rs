@@ -1,0 +1,171 @@
+//! What this replica polls under a configuration, at what pace, and what in it deserves a
+//! warning. A start and each reload log the warnings; `--config.check` prints them, so that a
+//! check says what the start would.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use super::fleet::Wanted;
+use crate::config::shard::Shard;
+use crate::config::{AccountConfig, Config};
+use crate::poller::{budget, PollSettings};
+
+/// The accounts this replica polls, how, and how old their figures may grow.
+pub(super) struct Plan {
+    pub accounts: Vec<AccountConfig>,
+    pub settings: PollSettings,
+    pub max_age: Duration,
+    pub warnings: Vec<Warning>,
+    /// How many accounts the configuration lists, this shard's and the others'.
+    configured: usize,
+}
+
+/// Something the configuration asks for that is not honoured as written, or defeats itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Warning {
+    /// Every configured account falls to other shards.
+    ShardOwnsNone { shard: Shard, configured: usize },
+    /// The accounts do not fit the weight budget at `--poll.interval`.
+    Stretched { accounts: usize, coins: usize, configured: Duration, stretched: Duration },
+    /// Coin ids without a name: their series carry `coin=""` and do not join with their bills.
+    UnnamedCoins(Vec<u64>),
+    /// `--data.max-age` withdraws every account's figures between two polls.
+    ShortMaxAge { max_age: Duration, interval: Duration },
+}
+
+impl Plan {
+    /// Plans the polls of this shard's part of `configured`; `backfill` is how far back an
+    /// account without saved state begins counting.
+    pub fn new(config: &Config, configured: Vec<AccountConfig>, backfill: Duration) -> Self {
+        let listed = configured.len();
+        let accounts: Vec<AccountConfig> =
+            configured.into_iter().filter(|account| config.shard.owns(&account.name)).collect();
+        let mut warnings = Vec::new();
+        if accounts.is_empty() && listed > 0 {
+            warnings.push(Warning::ShardOwnsNone { shard: config.shard, configured: listed });
+        }
+        let coins = accounts.iter().map(|a| a.coin_ids.len()).max().unwrap_or(1);
+        let pace = budget::plan(
+            accounts.len(),
+            coins,
+            config.poll_interval,
+            config.ip_weight_budget,
+            config.uid_weight_budget,
+        );
+        if pace.interval > config.poll_interval {
+            warnings.push(Warning::Stretched {
+                accounts: accounts.len(),
+                coins,
+                configured: config.poll_interval,
+                stretched: pace.interval,
+            });
+        }
+        let unnamed: BTreeSet<u64> = accounts
+            .iter()
+            .flat_map(|a| a.coin_ids.iter().copied())
+            .filter(|id| config.coins.name(*id).is_none())
+            .collect();
+        if !unnamed.is_empty() {
+            warnings.push(Warning::UnnamedCoins(unnamed.into_iter().collect()));
+        }
+        // Figures older than this are withdrawn: `--data.max-age`, or five poll intervals (at
+        // least a minute).
+        let max_age = config.data_max_age.unwrap_or_else(|| (pace.interval * 5).max(Duration::from_secs(60)));
+        if max_age <= pace.interval {
+            warnings.push(Warning::ShortMaxAge { max_age, interval: pace.interval });
+        }
+        let settings = PollSettings {
+            interval: pace.interval,
+            overlap: config.bills_overlap,
+            backfill,
+            bill_queries_per_poll: pace.bill_queries_per_poll,
+            coins: config.coins.clone(),
+        };
+        Self { accounts, settings, max_age, warnings, configured: listed }
+    }
+
+    /// Each account with the settings it is polled with.
+    pub fn wanted(self) -> Vec<Wanted> {
+        let settings = self.settings;
+        self.accounts.into_iter().map(|account| Wanted { account, settings: settings.clone() }).collect()
+    }
+
+    /// Logs the shard's part, if the accounts are sharded, and every warning.
+    pub fn log(&self, shard: Shard) {
+        if shard.count > 1 && !self.accounts.is_empty() {
+            info!(
+                shard = shard.index,
+                shards = shard.count,
+                accounts = self.accounts.len(),
+                configured = self.configured,
+                "polling this shard's accounts"
+            );
+        }
+        for warning in &self.warnings {
+            warning.log();
+        }
+    }
+}
+
+impl Warning {
+    /// One warning line: the sentence, with its figures as fields too.
+    fn log(&self) {
+        match self {
+            Self::ShardOwnsNone { shard, configured } => {
+                warn!(shard = shard.index, shards = shard.count, configured, "{self}");
+            }
+            Self::Stretched { accounts, coins, configured, stretched } => warn!(
+                accounts,
+                coins,
+                configured_seconds = configured.as_secs_f64(),
+                stretched_seconds = stretched.as_secs_f64(),
+                "{self}"
+            ),
+            Self::UnnamedCoins(ids) => warn!(coin_ids = %joined(ids), "{self}"),
+            Self::ShortMaxAge { max_age, interval } => {
+                warn!(max_age_seconds = max_age.as_secs_f64(), poll_interval_seconds = interval.as_secs_f64(), "{self}")
+            }
+        }
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::ShardOwnsNone { shard, configured } => write!(
+                f,
+                "this shard owns none of the configured accounts ({configured}), so shard {} of {} polls nothing; lower --shard.count if there are more replicas than needed",
+                shard.index, shard.count
+            ),
+            Self::Stretched { accounts, coins, configured, stretched } => write!(
+                f,
+                "{accounts} account(s) with {coins} coin(s) do not fit the exchange's weight budget at --poll.interval {}; polling every {} instead (raise the budgets if the exchange allows more, or shard the accounts over several IPs)",
+                seconds(*configured),
+                seconds(*stretched)
+            ),
+            Self::UnnamedCoins(ids) => write!(
+                f,
+                "coin ids {} have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)",
+                joined(ids)
+            ),
+            Self::ShortMaxAge { max_age, interval } => write!(
+                f,
+                "--data.max-age {} is not longer than the poll interval {}: every account's figures will be withdrawn between polls; give it two intervals or more",
+                seconds(*max_age),
+                seconds(*interval)
+            ),
+        }
+    }
+}
+
+/// A duration as seconds to the millisecond: `15s`, `8.25s`.
+fn seconds(duration: Duration) -> String {
+    format!("{}s", duration.as_millis() as f64 / 1000.0)
+}
+
+fn joined(ids: &[u64]) -> String {
+    ids.iter().map(u64::to_string).collect::<Vec<_>>().join(",")
+}
