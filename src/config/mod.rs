@@ -26,8 +26,8 @@ pub type Env<'a> = &'a dyn Fn(&str) -> Option<String>;
 pub enum ConfigError {
     #[error("{0}")]
     Invalid(String),
-    #[error("missing credentials: set {0} (or {0}_FILE to a file holding it), or run with --demo to try the exporter without a key")]
-    MissingCredential(&'static str),
+    #[error("missing credentials: set {0} (each, or the same name with _FILE naming a file that holds it), or run with --demo to try the exporter without a key")]
+    MissingCredentials(String),
     #[error("both {0} and {0}_FILE are set; set only one")]
     AmbiguousCredential(&'static str),
     #[error("cannot read {what} from {}: {reason}", named_file(path))]
@@ -345,25 +345,36 @@ fn validate_telemetry_path(path: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The variables of a single account's credentials: API key, secret, passphrase.
+const CREDENTIAL_VARIABLES: [&str; 3] = ["CAPI_API_KEY", "CAPI_API_SECRET", "CAPI_API_PASSPHRASE"];
+
 fn single_account(cli: &Cli, coin_ids: Vec<u64>, env: Env) -> Result<AccountConfig, ConfigError> {
     let name = validate_name(&cli.api_account_name)?;
+    let [api_key, secret, passphrase] = CREDENTIAL_VARIABLES.map(|var| credential_from_env(var, env));
+    let given = [api_key?, secret?, passphrase?];
+    // All the missing ones at once: a first start without a key should not take three tries.
+    let missing: Vec<&str> =
+        CREDENTIAL_VARIABLES.iter().zip(&given).filter(|(_, value)| value.is_none()).map(|(var, _)| *var).collect();
+    let [Some(api_key), Some(secret), Some(passphrase)] = given else {
+        return Err(ConfigError::MissingCredentials(missing.join(", ")));
+    };
     let credentials = Credentials {
-        api_key: header_safe(credential_from_env("CAPI_API_KEY", env)?, "CAPI_API_KEY")?,
-        secret: credential_from_env("CAPI_API_SECRET", env)?,
-        passphrase: header_safe(credential_from_env("CAPI_API_PASSPHRASE", env)?, "CAPI_API_PASSPHRASE")?,
+        api_key: header_safe(api_key, "CAPI_API_KEY")?,
+        secret,
+        passphrase: header_safe(passphrase, "CAPI_API_PASSPHRASE")?,
     };
     Ok(AccountConfig { name, coin_ids, credentials })
 }
 
-/// `VAR` or `VAR_FILE`, exactly one of them.
-fn credential_from_env(var: &'static str, env: Env) -> Result<Secret, ConfigError> {
+/// `VAR` or `VAR_FILE`, at most one of them; `None` if neither is set.
+fn credential_from_env(var: &'static str, env: Env) -> Result<Option<Secret>, ConfigError> {
     let direct = env(var).filter(|v| !v.is_empty());
     let file = env(&format!("{var}_FILE")).filter(|v| !v.is_empty());
     match (direct, file) {
         (Some(_), Some(_)) => Err(ConfigError::AmbiguousCredential(var)),
-        (Some(value), None) => Ok(Secret::new(value)),
-        (None, Some(path)) => read_secret_file(&PathBuf::from(path), &format!("{var}_FILE")),
-        (None, None) => Err(ConfigError::MissingCredential(var)),
+        (Some(value), None) => Ok(Some(Secret::new(value))),
+        (None, Some(path)) => read_secret_file(&PathBuf::from(path), &format!("{var}_FILE")).map(Some),
+        (None, None) => Ok(None),
     }
 }
 

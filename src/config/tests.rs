@@ -54,7 +54,12 @@ fn listen_addresses_are_taken_as_exporter_toolkit_takes_them() {
 #[test]
 fn missing_or_doubled_credentials_name_the_variable() {
     let error = Config::from_cli(&cli(&[]), &env_of(&KEYS[..2])).unwrap_err();
-    assert!(error.to_string().starts_with("missing credentials: set CAPI_API_PASSPHRASE"), "{error}");
+    assert!(error.to_string().starts_with("missing credentials: set CAPI_API_PASSPHRASE (each,"), "{error}");
+    let error = Config::from_cli(&cli(&[]), &env_of(&KEYS[1..2])).unwrap_err();
+    assert!(
+        error.to_string().starts_with("missing credentials: set CAPI_API_KEY, CAPI_API_PASSPHRASE (each,"),
+        "{error}"
+    );
     let secret_file = temp_file("secret", "from-file\n");
     let mut vars = KEYS.to_vec();
     vars.push(("CAPI_API_SECRET_FILE", secret_file.to_str().unwrap()));

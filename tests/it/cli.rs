@@ -20,7 +20,11 @@ fn missing_credentials_stop_it_with_one_line_naming_the_variable() {
     assert_eq!(code, 1);
     let lines: Vec<&str> = stderr.lines().collect();
     assert_eq!(lines.len(), 1, "{stderr}");
-    assert!(lines[0].contains("missing credentials: set CAPI_API_KEY") && lines[0].contains("--demo"), "{stderr}");
+    assert!(
+        lines[0].contains("missing credentials: set CAPI_API_KEY, CAPI_API_SECRET, CAPI_API_PASSPHRASE (each, or")
+            && lines[0].contains("--demo"),
+        "{stderr}"
+    );
 }
 
 #[test]
