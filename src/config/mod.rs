@@ -56,7 +56,7 @@ pub struct Cli {
     #[arg(long = "api.base-url", env = "CAPI_API_BASE_URL", default_value = "https://api-contract.weex.com")]
     pub api_base_url: String,
     /// Coin ids to query the account for, comma separated (2 is USDT).
-    #[arg(long = "api.coin-ids", env = "CAPI_API_COIN_IDS", default_value = "2", value_delimiter = ',')]
+    #[arg(long = "api.coin-ids", env = "CAPI_API_COIN_IDS", default_value = "2", value_delimiter = ',', value_parser = parse_coin_id)]
     pub api_coin_ids: Vec<u64>,
     /// Names of coin ids beyond the documented 2=USDT, as ID=NAME, comma separated (1=BTC): every
     /// coin-scoped series carries both the coin's name and its id.
@@ -480,6 +480,12 @@ fn merge_coin_names(file: Vec<(u64, String)>, flag: Vec<(u64, String)>) -> Resul
         )));
     }
     Ok(coins)
+}
+
+/// One coin id of `--api.coin-ids`; the standard parser's "invalid digit found in string" says
+/// neither what a coin id is nor how to write one.
+fn parse_coin_id(text: &str) -> Result<u64, String> {
+    text.trim().parse().map_err(|_| "a coin id is a whole number, like 2 for USDT".to_owned())
 }
 
 pub(crate) fn validate_coin_ids(ids: &[u64], origin: &str) -> Result<Vec<u64>, ConfigError> {

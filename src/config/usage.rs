@@ -55,6 +55,10 @@ mod tests {
             line(&["--log.level", "trace"], &[]),
             "invalid value 'trace' for '--log.level <LOG_LEVEL>'; [possible values: error, warn, info, debug] (see --help)"
         );
+        assert_eq!(
+            line(&["--api.coin-ids", "2,x"], &[]),
+            "invalid value 'x' for '--api.coin-ids <API_COIN_IDS>': a coin id is a whole number, like 2 for USDT (see --help)"
+        );
         let similar = line(&["--poll-interval", "15s"], &[]);
         assert!(similar.contains("tip: a similar argument exists: '--poll.interval'"), "{similar}");
         assert!(!similar.contains("Usage") && !similar.contains('\n'), "{similar}");
