@@ -80,15 +80,19 @@ fn seconds_since(now: f64, at: f64) -> String {
 
 #[derive(serde::Deserialize)]
 pub(super) struct PollLogQuery {
-    account: String,
+    account: Option<String>,
 }
 
 /// The account's log of recent polls, as text: its requests, their outcomes and durations, the
 /// bill queries and what they found. It never holds credentials.
 pub(super) async fn poll_log(State(state): State<AppState>, Query(query): Query<PollLogQuery>) -> Response {
-    let slot = state.exposition().slots().find(|slot| slot.name() == query.account).cloned();
+    let Some(account) = query.account else {
+        return (StatusCode::BAD_REQUEST, "name the account: /debug/polls?account=NAME (the status page links each)\n")
+            .into_response();
+    };
+    let slot = state.exposition().slots().find(|slot| slot.name() == account).cloned();
     let Some(slot) = slot else {
-        return (StatusCode::NOT_FOUND, "no such account\n").into_response();
+        return (StatusCode::NOT_FOUND, format!("no account {account:?} is polled here\n")).into_response();
     };
     let heading = format!("Recent polls of account {} (its last {RECENT_LOG_BYTES} bytes, oldest first)", slot.name());
     let text = format!("{heading}\n\n{}", slot.recent_log());

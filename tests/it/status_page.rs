@@ -97,4 +97,12 @@ async fn the_status_page_shows_each_accounts_state_in_a_real_browser() {
     let log = rendered(&format!("{}/debug/polls?account=good", exporter.url));
     // Its last 4 KiB are a second of polls here: the one that found the bills new may be gone.
     assert!(log.contains("bills request answered in ") && log.contains(": 3 bills, "), "{log}");
+    for (query, status, answer) in [
+        ("", 400, "name the account: /debug/polls?account=NAME (the status page links each)\n"),
+        ("?account=gone", 404, "no account \"gone\" is polled here\n"),
+    ] {
+        let response = exporter.get(&format!("/debug/polls{query}")).await;
+        assert_eq!(response.status().as_u16(), status, "{query}");
+        assert_eq!(response.text().await.unwrap(), answer, "{query}");
+    }
 }
