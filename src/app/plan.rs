@@ -34,6 +34,8 @@ pub(super) enum Warning {
     UnnamedCoins(Vec<u64>),
     /// `--data.max-age` withdraws every account's figures between two polls.
     ShortMaxAge { max_age: Duration, interval: Duration },
+    /// A setting given that this configuration does not use.
+    Unused(String),
 }
 
 impl Plan {
@@ -43,7 +45,7 @@ impl Plan {
         let listed = configured.len();
         let accounts: Vec<AccountConfig> =
             configured.into_iter().filter(|account| config.shard.owns(&account.name)).collect();
-        let mut warnings = Vec::new();
+        let mut warnings: Vec<Warning> = config.unused.iter().cloned().map(Warning::Unused).collect();
         if accounts.is_empty() && listed > 0 {
             warnings.push(Warning::ShardOwnsNone { shard: config.shard, configured: listed });
         }
@@ -128,6 +130,7 @@ impl Warning {
             Self::ShortMaxAge { max_age, interval } => {
                 warn!(max_age_seconds = max_age.as_secs_f64(), poll_interval_seconds = interval.as_secs_f64(), "{self}")
             }
+            Self::Unused(setting) => warn!(setting, "{self}"),
         }
     }
 }
@@ -157,6 +160,9 @@ impl fmt::Display for Warning {
                 seconds(*max_age),
                 seconds(*interval)
             ),
+            Self::Unused(setting) => {
+                write!(f, "{setting} is set but not used: --config.file names each account and its credentials")
+            }
         }
     }
 }

@@ -62,9 +62,11 @@ pub struct Cli {
     /// coin-scoped series carries both the coin's name and its id.
     #[arg(long = "api.coin-names", env = "CAPI_API_COIN_NAMES", value_delimiter = ',')]
     pub api_coin_names: Vec<String>,
-    /// Name of the account, the `account` label of every series (without --config.file).
-    #[arg(long = "api.account-name", env = "CAPI_API_ACCOUNT_NAME", default_value = "default")]
-    pub api_account_name: String,
+    /// Name of the account, the `account` label of every series (without --config.file)
+    /// [default: default]
+    // No default value for clap: a name given beside --config.file is warned of.
+    #[arg(long = "api.account-name", env = "CAPI_API_ACCOUNT_NAME")]
+    pub api_account_name: Option<String>,
     /// Longest wait for one answer of the exchange.
     #[arg(long = "api.timeout", env = "CAPI_API_TIMEOUT", default_value = "10s", value_parser = parse_prometheus)]
     pub api_timeout: Duration,
@@ -192,6 +194,9 @@ pub struct Config {
     pub shard: Shard,
     /// The names of coin ids: the documented ones, the accounts file's and the flag's.
     pub coins: Coins,
+    /// Settings given that this configuration does not use, by name, to be warned of: with
+    /// `--config.file`, the single account's name and credentials.
+    pub unused: Vec<String>,
 }
 
 impl Config {
@@ -233,6 +238,7 @@ impl Config {
             };
             (Accounts::Exchange { base_url, accounts: listed.accounts }, listed.coin_names)
         };
+        let unused = if cli.config_file.is_some() { unused_with_accounts_file(cli, env) } else { Vec::new() };
         let coins = merge_coin_names(file_coin_names, flag_coin_names)?;
         if cli.bills_backfill.is_some() && cli.state_file.is_none() {
             return Err(ConfigError::Invalid(
@@ -261,8 +267,20 @@ impl Config {
             },
             shard,
             coins,
+            unused,
         })
     }
+}
+
+/// The single account's settings that are set beside `--config.file`, which names each account
+/// and its credentials instead.
+fn unused_with_accounts_file(cli: &Cli, env: Env) -> Vec<String> {
+    let name = cli.api_account_name.as_ref().map(|_| "--api.account-name (or CAPI_API_ACCOUNT_NAME)".to_owned());
+    let credentials = CREDENTIAL_VARIABLES
+        .iter()
+        .flat_map(|var| [var.to_string(), format!("{var}_FILE")])
+        .filter(|var| env(var).is_some_and(|value| !value.is_empty()));
+    name.into_iter().chain(credentials).collect()
 }
 
 /// The state file, whose folder must exist: each save writes a new file beside it, so every save
@@ -349,7 +367,7 @@ fn validate_telemetry_path(path: &str) -> Result<(), ConfigError> {
 const CREDENTIAL_VARIABLES: [&str; 3] = ["CAPI_API_KEY", "CAPI_API_SECRET", "CAPI_API_PASSPHRASE"];
 
 fn single_account(cli: &Cli, coin_ids: Vec<u64>, env: Env) -> Result<AccountConfig, ConfigError> {
-    let name = validate_name(&cli.api_account_name)?;
+    let name = validate_name(cli.api_account_name.as_deref().unwrap_or("default"))?;
     let [api_key, secret, passphrase] = CREDENTIAL_VARIABLES.map(|var| credential_from_env(var, env));
     let given = [api_key?, secret?, passphrase?];
     // All the missing ones at once: a first start without a key should not take three tries.

@@ -254,6 +254,16 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
          capi_exporter: warning: coin ids 7 have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)\n\
          capi_exporter: warning: --data.max-age 5s is not longer than the poll interval 11s: every account's figures will be withdrawn between polls; give it two intervals or more\n"
     );
+    // The single account's settings beside an accounts file.
+    let (code, stdout, stderr) =
+        check(&[&keys[..], &[("CAPI_API_SECRET_FILE", "/run/secret")]].concat(), &["--api.account-name", "main"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout,
+        "capi_exporter: the configuration is valid: 2 account(s), plain HTTP\n\
+         capi_exporter: warning: --api.account-name (or CAPI_API_ACCOUNT_NAME) is set but not used: --config.file names each account and its credentials\n\
+         capi_exporter: warning: CAPI_API_SECRET_FILE is set but not used: --config.file names each account and its credentials\n"
+    );
     let idle = (2..10)
         .flat_map(|count| (0..count).map(move |index| Shard::new(index, count).unwrap()))
         .find(|shard| !shard.owns("main") && !shard.owns("hedge"))
