@@ -26,8 +26,13 @@ pub enum FileError {
 /// of the file opened (without blocking, as a FIFO's open would), not of the path before.
 pub fn read_bounded(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
     let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path)?;
-    if let Some(kind) = not_a_file(&file.metadata()?) {
-        return Err(FileError::NotAFile(kind));
+    let metadata = file.metadata()?;
+    if !metadata.is_file() {
+        return Err(FileError::NotAFile(if metadata.is_dir() {
+            "a directory"
+        } else {
+            "a special file (a FIFO, socket or device)"
+        }));
     }
     let mut bytes = Vec::new();
     file.take(max_bytes.saturating_add(1)).read_to_end(&mut bytes)?;
@@ -35,17 +40,6 @@ pub fn read_bounded(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
         return Err(FileError::TooLarge(max_bytes));
     }
     Ok(bytes)
-}
-
-/// What a path is when it is not a regular file, for an error line; `None` for a regular file.
-pub fn not_a_file(metadata: &std::fs::Metadata) -> Option<&'static str> {
-    if metadata.is_file() {
-        None
-    } else if metadata.is_dir() {
-        Some("a directory")
-    } else {
-        Some("a special file (a FIFO, socket or device)")
-    }
 }
 
 /// The text of a configuration or credential file.

@@ -52,7 +52,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     let env = |name: &str| std::env::var(name).ok();
     let config = Config::from_cli(&cli, &env).context("invalid configuration")?;
     if cli.config_check {
-        for line in capi_exporter::app::check(&config) {
+        for line in capi_exporter::app::check(&config)? {
             println!("capi_exporter: {line}");
         }
         return Ok(());

@@ -273,12 +273,15 @@ fn ipv6_available(error: &std::io::Error) -> bool {
 }
 
 /// What `--config.check` prints: that the configuration is valid, then each warning a start
-/// with it would log.
-pub fn check(config: &Config) -> Vec<String> {
+/// with it would log; or the state file's problem that would stop the start.
+pub fn check(config: &Config) -> Result<Vec<String>, StateError> {
+    if let Some(path) = &config.state_file {
+        StateStore::check(path)?;
+    }
     let plan = Plan::new(config, configured_accounts(config), Duration::ZERO);
     let mut lines = config.check();
     lines.extend(plan.warnings.iter().map(|warning| format!("warning: {warning}")));
-    lines
+    Ok(lines)
 }
 
 /// The accounts a configuration lists: its own, or the demo's.

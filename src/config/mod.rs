@@ -298,13 +298,6 @@ fn state_file(path: &std::path::Path) -> Result<PathBuf, ConfigError> {
             folder.display()
         )));
     }
-    // Checked here too, so that `--config.check` finds it (the state store refuses it as well).
-    if let Some(kind) = std::fs::metadata(path).ok().as_ref().and_then(crate::files::not_a_file) {
-        return Err(ConfigError::Invalid(format!(
-            "--state.file {} is {kind}, not a regular file; give it the path of a file",
-            path.display()
-        )));
-    }
     Ok(path.to_path_buf())
 }
 

@@ -235,6 +235,16 @@ impl StateStore {
         Ok((store(accounts), opened))
     }
 
+    /// What [`StateStore::open`] would stop at, found without opening the store (no lock, no
+    /// file kept aside): a path that is no regular file or cannot be read, a newer format.
+    pub fn check(path: &Path) -> Result<(), StateError> {
+        let path = &followed(path)?;
+        match read(path)?.map(|bytes| parse(path, &bytes)) {
+            Some(Err(error @ StateError::Newer { .. })) => Err(error),
+            _ => Ok(()),
+        }
+    }
+
     fn new(path: &Path, accounts: RawEntries) -> Self {
         Self {
             path: path.to_path_buf(),

@@ -254,6 +254,25 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
          capi_exporter: warning: coin ids 7 have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)\n\
          capi_exporter: warning: --data.max-age 5s is not longer than the poll interval 11s: every account's figures will be withdrawn between polls; give it two intervals or more\n"
     );
+    // What would stop the start at the state file: a directory, a newer exporter's file.
+    let newer = dir.join("newer.json");
+    std::fs::write(&newer, r#"{"format":99,"accounts":{}}"#).unwrap();
+    for (state, problem) in [(&dir, "is a directory, not a regular file"), (&newer, "was written by a newer exporter")]
+    {
+        let (code, stdout, stderr) = check(&keys, &["--state.file", state.to_str().unwrap()]);
+        assert_eq!((code, stdout.as_str()), (Some(1), ""), "{stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains(problem), "{stderr}");
+    }
+    assert_eq!(
+        std::fs::read_dir(&dir)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().contains(".lock"))
+            .count(),
+        0,
+        "no lock file"
+    );
+
     // The single account's settings beside an accounts file.
     let (code, stdout, stderr) =
         check(&[&keys[..], &[("CAPI_API_SECRET_FILE", "/run/secret")]].concat(), &["--api.account-name", "main"]);
