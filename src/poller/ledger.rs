@@ -264,6 +264,15 @@ impl Ledger {
         self.pending.push(Observation { coin_id, at_ms, updated_ms, records });
     }
 
+    /// Counting begins (or begins again after a gap) with the bills created at `since_ms`:
+    /// forgets the answers, of coins not compared yet, asked before then. A bill booked between
+    /// such an answer and the start of counting is in every later total but never counted, and a
+    /// comparison begun with that answer would differ by it for good.
+    pub fn count_from(&mut self, since_ms: i64) {
+        let coins = &self.coins;
+        self.pending.retain(|o| coins.iter().any(|c| c.coin_id == o.coin_id) || o.at_ms >= since_ms.saturating_sub(1));
+    }
+
     /// Takes a bill just counted, of the coin with this id.
     pub fn count(&mut self, bill: &Bill, coin_id: u64) {
         let mut totals = Totals::default();
