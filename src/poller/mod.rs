@@ -156,7 +156,8 @@ impl AccountPoller {
         let backoff = resumed.pacing.backoff.clone();
         let published = slot.latest().unwrap_or_default();
         let state = PollState::new(resumed, &published, &settings, &account.coin_ids);
-        let stats = Mutex::new((*published.stats).clone());
+        // The interval is this poller's: a reload that stretched it replaced the poller.
+        let stats = Mutex::new(AccountStats { poll_interval: settings.interval, ..(*published.stats).clone() });
         Self {
             account,
             settings,

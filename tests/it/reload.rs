@@ -171,6 +171,23 @@ async fn a_coin_taken_from_an_account_leaves_no_series() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_interval_a_reload_stretches_is_shown_for_every_account() {
+    let setup = Setup::new("stretched").await;
+    // One one-coin account weighs 3 a poll, which 80% of a budget of 10 carries every 4.125 s;
+    // two every 8.25 s.
+    let exporter =
+        setup.start(&setup.write_accounts(&[("b", "2")]), &["--poll.interval", "5s", "--api.ip-weight-budget", "10"]);
+    let interval = |s: &Scrape, account: &str| s.value("capi_poll_interval_seconds", &[("account", account)]);
+    exporter.wait_for("b polled every 5 s", |s| interval(s, "b") == Some(5.0)).await;
+    setup.write_accounts(&[("b", "2"), ("c", "2")]);
+    exporter.signal("HUP");
+    exporter.wait_logged("configuration reloaded", 1);
+    exporter
+        .wait_for("both polled every 8.25 s", |s| interval(s, "b") == Some(8.25) && interval(s, "c") == Some(8.25))
+        .await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn another_exchange_accounts_credentials_under_a_name_begin_its_counts_afresh() {
     let setup = Setup::new("swapped").await;
     let exporter = setup.start(&setup.write_accounts(&[("a", "2")]), &[]);
