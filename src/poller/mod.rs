@@ -323,11 +323,16 @@ impl AccountPoller {
             stats.clock_offset_ms = offset_ms;
             Arc::new(stats.clone())
         };
-        let (counters, settled_through_ms) = {
+        let (counters, settled_through_ms, ledger) = {
             let saved = lock(&self.checkpoint);
-            (saved.counters.clone(), saved.settled_through_ms())
+            (saved.counters.clone(), saved.settled_through_ms(), saved.ledger.differences())
         };
-        self.slot.publish(AccountSnapshot { counters, settled_through_ms, ..self.state.snapshot(healthy, stats) });
+        self.slot.publish(AccountSnapshot {
+            counters,
+            settled_through_ms,
+            ledger,
+            ..self.state.snapshot(healthy, stats)
+        });
     }
 
     /// Says that the exchange's clock, as learned from its answers, is off this machine's by a new

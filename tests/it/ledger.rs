@@ -69,6 +69,28 @@ async fn a_hidden_bill_and_a_total_moved_without_a_bill_show_with_their_field_an
     }
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn while_saves_fail_the_ledger_check_shows_what_is_saved_as_the_counters_do() {
+    let exchange = Exchange::start(SimOptions::default()).await;
+    let key = exchange.key();
+    let state = common::state_path("ledger-unsaved");
+    let exporter = Exporter::start(&exchange, &["--bills.overlap", "1s", "--state.file", state.to_str().unwrap()]);
+    exporter.wait_for("every running total compared, at 0", all_zero).await;
+    // A directory where the file was: every save fails (renaming over it). A save may put the
+    // file back in between: then again.
+    while std::fs::remove_file(&state).is_ok() && std::fs::create_dir(&state).is_err() {}
+    let failed_saves = |s: &Scrape| s.value("capi_state_file_errors_total", &[]).unwrap_or(0.0);
+    let failing = exporter.wait_for("saves failing", |s| failed_saves(s) >= 1.0).await;
+    exchange.sim.move_running_total(key, 2, "cum_withdraw_amount", rust_decimal::Decimal::new(125, 2)).unwrap();
+    // Ten more polls, two seconds: the total's move is settled and compared, but not saved.
+    let unsaved = exporter.wait_for("saves failing on", |s| failed_saves(s) >= failed_saves(&failing) + 10.0).await;
+    assert!(all_zero(&unsaved), "shown unsaved: {:?}", differences(&unsaved));
+    std::fs::remove_dir(&state).unwrap();
+    exporter
+        .wait_for("the difference shown once saved", |s| differences(s).get("cum_withdraw_amount") == Some(&1.25))
+        .await;
+}
+
 /// Adds bills of every kind the check compares, signed as the exchange books them: a burst of
 /// more than a page in one millisecond, and some that become visible a second late.
 fn add_activity(exchange: &Exchange, round: i64) {
