@@ -450,17 +450,31 @@ const PLAUSIBLE_MS: std::ops::RangeInclusive<i64> = 0..=4_102_444_800_000;
 
 impl SavedAccount {
     /// Reads and checks an entry: every value must be one this exporter could have written. A
-    /// ledger check with an implausible time (one an earlier version wrote from an `updated_time`
-    /// of -1) is replaced by a new one, with what was wrong: it is a check of the counts, and
-    /// dropping the cursor and counts for it would lose bills.
+    /// ledger check it cannot read (another version's form, a running total it does not know)
+    /// or with an implausible time (one an earlier version wrote from an `updated_time` of -1) is
+    /// replaced by a new one, with what was wrong: it is a check of the counts, and dropping the
+    /// cursor and counts for it would lose bills.
     fn read(entry: &RawValue) -> Result<(Self, Option<String>), String> {
-        let mut saved: Self = serde_json::from_str(entry.get()).map_err(without_quoted_value)?;
+        let (mut saved, unreadable) = match serde_json::from_str::<Self>(entry.get()) {
+            Ok(saved) => (saved, None),
+            Err(error) => {
+                let problem = without_quoted_value(error);
+                (Self::without_ledger(entry).ok_or_else(|| problem.clone())?, Some(problem))
+            }
+        };
         saved.check()?;
-        let ledger_problem = saved.ledger.check(&PLAUSIBLE_MS).err();
+        let ledger_problem = unreadable.or_else(|| saved.ledger.check(&PLAUSIBLE_MS).err());
         if ledger_problem.is_some() {
             saved.ledger = Ledger::default();
         }
         Ok((saved, ledger_problem))
+    }
+
+    /// The entry read again without its ledger check, if that is what could not be read.
+    fn without_ledger(entry: &RawValue) -> Option<Self> {
+        let mut fields: serde_json::Map<String, serde_json::Value> = serde_json::from_str(entry.get()).ok()?;
+        fields.remove("ledger")?;
+        serde_json::from_value(serde_json::Value::Object(fields)).ok()
     }
 
     fn check(&self) -> Result<(), String> {
@@ -751,6 +765,35 @@ mod tests {
         let restored = store.restore("main").unwrap().unwrap();
         assert_eq!((restored.cursor, restored.counters), (cursor, counters));
         assert_eq!(restored.ledger, Ledger::default());
+    }
+
+    #[tokio::test]
+    async fn a_ledger_check_of_another_form_begins_afresh_and_the_counts_go_on() {
+        let path = temp_path("ledger-other-form");
+        let _ = std::fs::remove_file(&path);
+        let (store, _) = StateStore::open(&path).unwrap();
+        let (cursor, counters) = sample();
+        store.save("main", &cursor, &counters, &sample_ledger()).await.unwrap();
+        drop(store);
+        let text = std::fs::read_to_string(&path).unwrap();
+        // A running total a later version compares, and coins as an earlier one wrote them.
+        let (at, ledger_end) = (text.find("\"ledger\":").unwrap(), text.find(",\"counting_since\"").unwrap());
+        let ledger = &text[at..ledger_end];
+        let later = ledger.replacen("\"cum_position_funding_amount\"", "\"cum_later_amount\"", 1);
+        let earlier = ledger.replacen("\"coins\":[", "\"coins\":{\"2\":[", 1).replacen(
+            "],\"uncompared\"",
+            "]},\"uncompared\"",
+            1,
+        );
+        for other in [later, earlier] {
+            assert_ne!(other, ledger);
+            std::fs::write(&path, text.replace(ledger, &other)).unwrap();
+            let (store, opened) = StateStore::open(&path).unwrap();
+            assert_eq!(opened, Opened::Loaded { accounts: 1 }, "not a bad entry: {other}");
+            let restored = store.restore("main").unwrap().unwrap();
+            assert_eq!((&restored.cursor, &restored.counters), (&cursor, &counters));
+            assert_eq!(restored.ledger, Ledger::default());
+        }
     }
 
     #[test]
