@@ -50,6 +50,9 @@ pub struct PollState {
     other_account: Option<(String, u32)>,
     /// Whether an answer of this poll named the other account already (it counts once a poll).
     other_named_this_poll: bool,
+    /// When this poll's first account answer was asked for, by the exchange's clock: a fresh
+    /// count starts there, so that the answer can begin the ledger check.
+    poll_asked_ms: Option<i64>,
     /// Shared with the published snapshot: copied on write, only when bills arrive.
     counters: Arc<BillCounters>,
     /// Shared with the checkpoint between polls: copied on write.
@@ -91,6 +94,7 @@ impl PollState {
             restored_unchecked: checkpoint.cursor.is_some(),
             other_account: None,
             other_named_this_poll: false,
+            poll_asked_ms: None,
             counters: checkpoint.counters,
             ledger,
             coin_ids_by_name,
@@ -111,6 +115,7 @@ impl PollState {
         now_ms: i64,
         asked_at_ms: i64,
     ) -> Option<AccountChange> {
+        self.poll_asked_ms.get_or_insert(asked_at_ms);
         let named = info.account.as_ref().and_then(|account| account.fields.id.clone());
         let replaced = named.and_then(|id| self.claim_account(id));
         let info = with_coin_id(info, coin);
@@ -127,6 +132,7 @@ impl PollState {
     /// Begins a poll: the other account's polls in a row are counted once each.
     pub fn begin_poll(&mut self) {
         self.other_named_this_poll = false;
+        self.poll_asked_ms = None;
     }
 
     /// Records whose bills are counted. Counts of another exchange account (its credentials now
@@ -173,14 +179,18 @@ impl PollState {
     }
 
     /// Starts a bill scan up to `now_ms` by the exchange's clock, unless one is in progress;
-    /// the first scan of a fresh start counts from `now_ms` minus the backfill. The first scan
+    /// the first scan of a fresh start counts from when this poll's first answer was asked for
+    /// (or `now_ms`), minus the backfill. From the answer, not the scan: a bill booked between
+    /// the two is in every later running total, and must be counted for the ledger check to
+    /// begin with that answer. The first scan
     /// of a restored cursor returns its settled point if it moved it back from the future (see
     /// [`BillCursor::bring_back_from_the_future`]); only then, by the clock the first answers
     /// corrected, so that a later step of the clock cannot take it back.
     pub fn start_bill_scan(&mut self, now_ms: i64) -> Option<i64> {
         // Not before 1970, whatever the backfill, so that the settled point (one before) stays a
         // time the state file takes back.
-        let start = CursorState::counting_from(now_ms.saturating_sub(self.backfill_ms).max(1));
+        let from_ms = self.poll_asked_ms.map_or(now_ms, |asked| asked.min(now_ms));
+        let start = CursorState::counting_from(from_ms.saturating_sub(self.backfill_ms).max(1));
         let fresh = self.cursor.is_none();
         let cursor = match &mut self.cursor {
             Some(cursor) => cursor,
@@ -480,11 +490,11 @@ mod tests {
         }
     }
 
-    /// The deposits' running total of coin 2 in an account answer.
-    fn deposited(total: i64) -> AccountInfo {
+    /// The deposits' running total of a coin in an account answer.
+    fn deposited(coin_id: u64, total: i64) -> AccountInfo {
         AccountInfo {
             collateral: vec![Collateral {
-                coin_id: Some("2".into()),
+                coin_id: Some(coin_id.to_string()),
                 cum_deposit_amount: Some(rust_decimal::Decimal::from(total)),
                 ..Collateral::default()
             }],
@@ -500,19 +510,52 @@ mod tests {
     }
 
     #[test]
-    fn the_ledger_check_begins_with_an_answer_asked_once_counting_began() {
-        // A fresh start: the first answers come before the first scan, which counts from its
-        // own time. A deposit of 5 booked at 1_080, between the answer and the scan, is in the
-        // later totals but never counted.
+    fn a_fresh_count_starts_at_the_first_answer_so_that_the_ledger_check_begins_with_it() {
+        // The first answers come before the first scan. A deposit of 5 booked at 1_080, between
+        // the answer and the scan, is in the later totals: counted, the two views agree.
         let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings(), &[2]);
-        state.take_account(2, deposited(100), 0, 1_000);
-        scan_nothing(&mut state, 1_120);
-        state.take_account(2, deposited(105), 0, 16_000);
+        state.begin_poll();
+        state.take_account(2, deposited(2, 100), 0, 1_000);
+        state.start_bill_scan(1_120);
+        let deposit = crate::api::model::Bill {
+            id: "1".into(),
+            coin: "USDT".into(),
+            business_type: "deposit".into(),
+            symbol: String::new(),
+            amount: Some(rust_decimal::Decimal::from(5)),
+            balance: None,
+            fill_fee: None,
+            ctime_ms: 1_080,
+        };
+        state.take_bills(&BillPage { has_next_page: false, items: vec![deposit] });
+        state.compare_ledger();
+        assert_eq!(state.checkpoint().counters.counting_since_ms, Some(1_000));
+        state.begin_poll();
+        state.take_account(2, deposited(2, 105), 0, 16_000);
         scan_nothing(&mut state, 100_000);
-        state.take_account(2, deposited(105), 0, 101_000);
-        scan_nothing(&mut state, 200_000);
         let ledger = state.snapshot(true, Default::default()).ledger;
         assert_eq!(ledger.get(&(2, "cum_deposit_amount")), Some(&rust_decimal::Decimal::ZERO), "{ledger:?}");
+        assert_eq!(state.checkpoint().counters.bills.values().sum::<u64>(), 1);
+    }
+
+    #[test]
+    fn an_answer_of_a_poll_before_counting_began_does_not_begin_the_ledger_check() {
+        // The first poll answers for BTC, then gets a 429: no scan. The second answers for USDT
+        // alone and counts from then. A BTC deposit of 5 booked at 8_000 is in BTC's later
+        // totals but was never counted: the first poll's answer cannot begin BTC's check.
+        let settings = PollSettings { coins: crate::api::Coins::default().with([(1, "BTC".into())]), ..settings() };
+        let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[1, 2]);
+        state.begin_poll();
+        state.take_account(1, deposited(1, 100), 0, 1_000);
+        state.begin_poll();
+        state.take_account(2, deposited(2, 50), 0, 16_000);
+        scan_nothing(&mut state, 16_100);
+        state.begin_poll();
+        state.take_account(1, deposited(1, 105), 0, 31_000);
+        state.take_account(2, deposited(2, 50), 0, 31_000);
+        scan_nothing(&mut state, 100_000);
+        let ledger = state.snapshot(true, Default::default()).ledger;
+        assert_eq!(ledger.get(&(1, "cum_deposit_amount")), Some(&rust_decimal::Decimal::ZERO), "{ledger:?}");
     }
 
     #[test]
