@@ -75,7 +75,7 @@ pub async fn run(
     };
     let plan = wiring.plan(&config);
     if let Some(store) = &wiring.store {
-        forget_unpolled(store, &plan.accounts);
+        forget_unpolled(store, &plan.names());
     }
     info!(
         version = crate::version::VERSION,
@@ -226,8 +226,12 @@ impl Reloader {
         let config = (self.reread)()?;
         let stack = WebStack::new(self.routes.clone(), config.web.clone(), Some(&self.stacks.borrow()))?;
         let plan = self.wiring.plan(&config);
-        let max_age = plan.max_age;
+        let (max_age, polled) = (plan.max_age, plan.names());
         self.fleet.apply(plan.wanted(), &|wanted, slot| self.wiring.setup(wanted, slot)).await?;
+        if let Some(store) = self.wiring.store.clone() {
+            // Once their pollers have ended; off the server's threads, since it writes a file.
+            let _ = tokio::task::spawn_blocking(move || forget_unpolled(&store, &polled)).await;
+        }
         let exposition = self.expositions.borrow().successor(self.fleet.slots(), max_age, config.coins.clone());
         self.expositions.send_replace(Arc::new(exposition));
         self.stacks.send_replace(stack);
@@ -370,17 +374,18 @@ fn open_state(path: &std::path::Path) -> Result<(StateStore, bool), StateError> 
     Ok((store, first_start))
 }
 
-/// Drops the saved state of the accounts this exporter does not poll at its start, saying which.
-/// Kept, an account that comes back (a shard count changed and changed back) would resume from
-/// its old cursor and count again the bills that the replica which polled it meanwhile counted.
-/// (A reload keeps them: an account it removes is polled by no one until one adds it back.)
-fn forget_unpolled(store: &StateStore, accounts: &[AccountConfig]) {
-    let polled: Vec<&str> = accounts.iter().map(|a| a.name.as_str()).collect();
+/// Drops the saved state of the accounts this exporter does not poll, at a start or after a
+/// reload, saying which. Kept, an account that comes back would resume from its old cursor and
+/// count again the bills counted meanwhile under another name or by another replica (a rename
+/// and back, a shard count changed and back); a reload's re-added account would also show
+/// counts that were never saved if saves were failing.
+fn forget_unpolled(store: &StateStore, polled: &[String]) {
+    let polled: Vec<&str> = polled.iter().map(String::as_str).collect();
     match store.forget_others(&polled) {
         Ok(Some(Forgotten { accounts, kept })) => warn!(accounts = %accounts.join(","), kept = %kept.display(),
             "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (their entries are kept aside, alone, as a state file: if an account was left out by mistake, stop the exporter and move its entry back, as the README says)"),
         Ok(None) => {}
-        // Polling must not wait for the disk: the entries stay, and are looked at again next start.
+        // Polling must not wait for the disk: the entries stay, and are looked at again next time.
         Err(error) => warn!(%error,
             "the state file holds accounts this exporter does not poll, and no copy of it could be kept; their entries stay in it, so one polled here again later resumes from its saved cursor and may count again bills another replica counted (remove the copies no longer needed)"),
     }

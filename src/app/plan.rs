@@ -89,6 +89,11 @@ impl Plan {
         Self { accounts, settings, max_age, warnings, configured: listed }
     }
 
+    /// The names of the accounts polled.
+    pub fn names(&self) -> Vec<String> {
+        self.accounts.iter().map(|account| account.name.clone()).collect()
+    }
+
     /// Each account with the settings it is polled with.
     pub fn wanted(self) -> Vec<Wanted> {
         let settings = self.settings;

@@ -153,6 +153,30 @@ async fn sighup_changes_the_accounts_and_keeps_the_counts_of_those_that_stay() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_account_a_reload_removes_leaves_its_state_aside_and_counts_afresh_when_it_comes_back() {
+    let setup = Setup::new("removed").await;
+    let state = setup.dir.join("state.json");
+    let exporter =
+        setup.start(&setup.write_accounts(&[("a", "2"), ("b", "2")]), &["--state.file", state.to_str().unwrap()]);
+    exporter.wait_up().await;
+    setup.add_trade("b");
+    exporter.wait_for("b's trade counted", |s| trades(s, "b") == Some(1.0)).await;
+    // b goes (renamed, say, and polled under its new name meanwhile), then comes back.
+    setup.write_accounts(&[("a", "2")]);
+    exporter.signal("HUP");
+    exporter.wait_logged("configuration reloaded", 1);
+    exporter.wait_logged("their saved state is dropped", 1);
+    let aside: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(setup.dir.join("state.json.unpolled")).unwrap()).unwrap();
+    assert!(aside["accounts"]["b"].is_object() && aside["accounts"]["a"].is_null(), "b's entry alone: {aside}");
+    setup.write_accounts(&[("a", "2"), ("b", "2")]);
+    exporter.signal("HUP");
+    exporter.wait_logged("configuration reloaded", 2);
+    let back = exporter.wait_for("b polled again", |s| up(s, "b") == Some(1.0)).await;
+    assert_eq!(trades(&back, "b"), None, "its trade, counted before it went, is not shown again");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_coin_taken_from_an_account_leaves_no_series() {
     let setup = Setup::new("coin-dropped").await;
     let accounts = setup.write_accounts(&[("a", "1,2")]);
