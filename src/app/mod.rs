@@ -18,6 +18,7 @@ use axum::Router;
 use capi_sim::{SimExchange, SimOptions};
 use fleet::{Fleet, Wanted};
 use plan::Plan;
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::{Arc, Mutex};
@@ -72,6 +73,7 @@ pub async fn run(
         uid_windows: UidWindows::new(config.uid_weight_budget),
         store: store.map(Arc::new),
         backfill,
+        backfilled: BTreeSet::new(),
     };
     let plan = wiring.plan(&config);
     if let Some(store) = &wiring.store {
@@ -92,9 +94,8 @@ pub async fn run(
     // Pollers are set up (and restored counters published) before anyone can scrape.
     let mut fleet = Fleet::new().map_err(RunError::Pollers)?;
     let max_age = plan.max_age;
-    fleet.apply(plan.wanted(), &|wanted, slot| wiring.setup(wanted, slot)).await?;
-    // The backfill is for the accounts of a first start: one a reload adds counts from its first poll.
-    wiring.backfill = Duration::ZERO;
+    wiring.backfilled = plan.names().into_iter().collect();
+    fleet.apply(plan.wanted(|name| wiring.backfill_of(name)), &|wanted, slot| wiring.setup(wanted, slot)).await?;
     let exposition = Exposition::new(fleet.slots(), max_age).with_coins(config.coins.clone());
     let (expositions, exposition) = watch::channel(Arc::new(exposition));
     let (reload_requests, requests) = mpsc::channel(1);
@@ -129,17 +130,27 @@ struct Wiring {
     ip_budget: Arc<Mutex<WeightWindow>>,
     uid_windows: UidWindows,
     store: Option<Arc<StateStore>>,
-    /// How far back an account without saved state begins counting: `--bills.backfill` for the
-    /// accounts of a first start, none after.
+    /// How far back the accounts of a first start begin counting: `--bills.backfill`, or none.
     backfill: Duration,
+    /// The accounts of the start still polled. One a reload adds counts from its first poll, and
+    /// these keep their settings across reloads, so that a reload leaves their pollers alone.
+    backfilled: BTreeSet<String>,
 }
 
 impl Wiring {
     /// The accounts this replica polls under `config`, and how; says so in the log.
     fn plan(&self, config: &Config) -> Plan {
-        let plan = Plan::new(config, configured_accounts(config), self.backfill);
+        let plan = Plan::new(config, configured_accounts(config));
         plan.log(config.shard);
         plan
+    }
+
+    fn backfill_of(&self, account: &str) -> Duration {
+        if self.backfilled.contains(account) {
+            self.backfill
+        } else {
+            Duration::ZERO
+        }
     }
 
     fn setup(&self, wanted: &Wanted, slot: Arc<AccountSlot>) -> Result<PollerSetup, ApiError> {
@@ -227,7 +238,10 @@ impl Reloader {
         let stack = WebStack::new(self.routes.clone(), config.web.clone(), Some(&self.stacks.borrow()))?;
         let plan = self.wiring.plan(&config);
         let (max_age, polled) = (plan.max_age, plan.names());
-        self.fleet.apply(plan.wanted(), &|wanted, slot| self.wiring.setup(wanted, slot)).await?;
+        let wanted = plan.wanted(|name| self.wiring.backfill_of(name));
+        self.fleet.apply(wanted, &|wanted, slot| self.wiring.setup(wanted, slot)).await?;
+        // One removed and added back later counts from its first poll again.
+        self.wiring.backfilled.retain(|name| polled.contains(name));
         if let Some(store) = self.wiring.store.clone() {
             // Once their pollers have ended; off the server's threads, since it writes a file.
             let _ = tokio::task::spawn_blocking(move || forget_unpolled(&store, &polled)).await;
@@ -282,7 +296,7 @@ pub fn check(config: &Config) -> Result<Vec<String>, StateError> {
     if let Some(path) = &config.state_file {
         StateStore::check(path)?;
     }
-    let plan = Plan::new(config, configured_accounts(config), Duration::ZERO);
+    let plan = Plan::new(config, configured_accounts(config));
     let mut lines = config.check();
     lines.extend(plan.warnings.iter().map(|warning| format!("warning: {warning}")));
     Ok(lines)

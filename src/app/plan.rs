@@ -39,9 +39,8 @@ pub(super) enum Warning {
 }
 
 impl Plan {
-    /// Plans the polls of this shard's part of `configured`; `backfill` is how far back an
-    /// account without saved state begins counting.
-    pub fn new(config: &Config, configured: Vec<AccountConfig>, backfill: Duration) -> Self {
+    /// Plans the polls of this shard's part of `configured`.
+    pub fn new(config: &Config, configured: Vec<AccountConfig>) -> Self {
         let listed = configured.len();
         let accounts: Vec<AccountConfig> =
             configured.into_iter().filter(|account| config.shard.owns(&account.name)).collect();
@@ -82,7 +81,7 @@ impl Plan {
         let settings = PollSettings {
             interval: pace.interval,
             overlap: config.bills_overlap,
-            backfill,
+            backfill: Duration::ZERO,
             bill_queries_per_poll: pace.bill_queries_per_poll,
             coins: config.coins.clone(),
         };
@@ -94,10 +93,15 @@ impl Plan {
         self.accounts.iter().map(|account| account.name.clone()).collect()
     }
 
-    /// Each account with the settings it is polled with.
-    pub fn wanted(self) -> Vec<Wanted> {
+    /// Each account with the settings it is polled with, and how far back it begins counting if
+    /// it has no saved state.
+    pub fn wanted(self, backfill: impl Fn(&str) -> Duration) -> Vec<Wanted> {
         let settings = self.settings;
-        self.accounts.into_iter().map(|account| Wanted { account, settings: settings.clone() }).collect()
+        let wanted = |account: AccountConfig| {
+            let settings = PollSettings { backfill: backfill(&account.name), ..settings.clone() };
+            Wanted { account, settings }
+        };
+        self.accounts.into_iter().map(wanted).collect()
     }
 
     /// Logs the shard's part, if the accounts are sharded, and every warning.

@@ -69,13 +69,18 @@ impl Setup {
     }
 
     fn add_trade(&self, account: &str) {
+        self.add_trade_created(account, None);
+    }
+
+    /// A trade created at `ctime_ms` (now if `None`).
+    fn add_trade_created(&self, account: &str, ctime_ms: Option<i64>) {
         let bill = NewBill {
             coin: "USDT".into(),
             symbol: "cmt_btcusdt".into(),
             business_type: "position_open_long".into(),
             amount: Decimal::new(-5, 0),
             fill_fee: Decimal::new(-1, 2),
-            ctime_ms: None,
+            ctime_ms,
             visible_after: Duration::ZERO,
         };
         self.exchange.sim.add_bill(self.key(account), bill);
@@ -320,6 +325,29 @@ async fn a_poller_a_reload_replaces_keeps_the_wait_the_exchange_asked_for() {
     let waited = setup.exchange.request_after(answered).await - refused;
     // A second of margin for the moments this test sees late.
     assert!(waited >= Duration::from_secs(7), "the next request came {waited:?} after a 429 asking for 8 s");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_account_of_a_first_start_whose_key_a_reload_fixes_counts_the_backfill() {
+    let setup = Setup::new("fixed-key-backfill").await;
+    let credentials = &setup.credentials.iter().find(|(name, _)| *name == "a").unwrap().1;
+    let secret = setup.write("a_secret", "not-the-secret");
+    let yaml = format!(
+        "accounts:\n  - name: a\n    credentials: {{api_key: {{env: A_KEY}}, secret: {{file: {}}}, passphrase: {{env: A_PASS}}}}\n",
+        secret.display()
+    );
+    let accounts = setup.write("accounts.yml", &yaml);
+    setup.add_trade_created("a", Some(common::now_ms() - 600_000));
+    let state = setup.dir.join("state.json");
+    let exporter = setup.start(&accounts, &["--state.file", state.to_str().unwrap(), "--bills.backfill", "1h"]);
+    exporter
+        .wait_for("the key rejected", |s| s.sum("capi_api_requests_total", &[("outcome", "auth_error")]) >= 1.0)
+        .await;
+    setup.write("a_secret", &credentials.secret);
+    exporter.signal("HUP");
+    exporter.wait_logged("configuration reloaded", 1);
+    // Counted from an hour back, as at the first start it still is for a: no poll had counted.
+    exporter.wait_for("the trade of ten minutes ago counted", |s| trades(s, "a") == Some(1.0)).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
