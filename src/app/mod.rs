@@ -205,6 +205,8 @@ impl Reloader {
     ) -> Fleet {
         loop {
             tokio::select! {
+                // The stop first: a reload pending at shutdown would only delay the exit.
+                biased;
                 _ = &mut stop => return self.fleet,
                 Some(answer) = requests.recv() => {
                     let _ = answer.send(self.reload().await.map_err(|error| error.to_string()));
