@@ -123,7 +123,8 @@ fn fixed_account(name: &str, default_fee: bool) -> Arc<AccountSlot> {
     }
     let account = read_account_answer(200, &headers, sample.as_bytes()).unwrap();
     assert!(account.problems.is_empty(), "{:?}", account.problems);
-    // Asked for before the bills: the ledger check begins with this answer once it settles.
+    // Asked for before the bills (an hour before, to tell the two times apart): counting begins
+    // when it was asked for, and the ledger check with it.
     state.take_account(2, account.value, now_ms(), COUNTED_AT_MS - 3_600_000);
     state.start_bill_scan(COUNTED_AT_MS);
     let bills = read_bill_answer(200, &headers, BILLS.as_bytes()).unwrap();
