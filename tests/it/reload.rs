@@ -72,6 +72,27 @@ impl Setup {
         self.add_trade_created(account, None);
     }
 
+    /// An accounts file of `a` alone, whose secret is read from a file that holds a wrong one.
+    fn write_accounts_with_a_wrong_secret(&self) -> PathBuf {
+        let secret = self.write("a_secret", "not-the-secret");
+        let yaml = format!(
+            "accounts:\n  - name: a\n    credentials: {{api_key: {{env: A_KEY}}, secret: {{file: {}}}, passphrase: {{env: A_PASS}}}}\n",
+            secret.display()
+        );
+        self.write("accounts.yml", &yaml)
+    }
+
+    /// Once a's key was rejected, writes its right secret and reloads.
+    async fn fix_the_secret_and_reload(&self, exporter: &Exporter) {
+        exporter
+            .wait_for("the key rejected", |s| s.sum("capi_api_requests_total", &[("outcome", "auth_error")]) >= 1.0)
+            .await;
+        let credentials = &self.credentials.iter().find(|(name, _)| *name == "a").unwrap().1;
+        self.write("a_secret", &credentials.secret);
+        exporter.signal("HUP");
+        exporter.wait_logged("configuration reloaded", 1);
+    }
+
     /// A trade created at `ctime_ms` (now if `None`).
     fn add_trade_created(&self, account: &str, ctime_ms: Option<i64>) {
         let bill = NewBill {
@@ -330,22 +351,11 @@ async fn a_poller_a_reload_replaces_keeps_the_wait_the_exchange_asked_for() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_account_of_a_first_start_whose_key_a_reload_fixes_counts_the_backfill() {
     let setup = Setup::new("fixed-key-backfill").await;
-    let credentials = &setup.credentials.iter().find(|(name, _)| *name == "a").unwrap().1;
-    let secret = setup.write("a_secret", "not-the-secret");
-    let yaml = format!(
-        "accounts:\n  - name: a\n    credentials: {{api_key: {{env: A_KEY}}, secret: {{file: {}}}, passphrase: {{env: A_PASS}}}}\n",
-        secret.display()
-    );
-    let accounts = setup.write("accounts.yml", &yaml);
+    let accounts = setup.write_accounts_with_a_wrong_secret();
     setup.add_trade_created("a", Some(common::now_ms() - 600_000));
     let state = setup.dir.join("state.json");
     let exporter = setup.start(&accounts, &["--state.file", state.to_str().unwrap(), "--bills.backfill", "1h"]);
-    exporter
-        .wait_for("the key rejected", |s| s.sum("capi_api_requests_total", &[("outcome", "auth_error")]) >= 1.0)
-        .await;
-    setup.write("a_secret", &credentials.secret);
-    exporter.signal("HUP");
-    exporter.wait_logged("configuration reloaded", 1);
+    setup.fix_the_secret_and_reload(&exporter).await;
     // Counted from an hour back, as at the first start it still is for a: no poll had counted.
     exporter.wait_for("the trade of ten minutes ago counted", |s| trades(s, "a") == Some(1.0)).await;
 }
@@ -353,21 +363,9 @@ async fn an_account_of_a_first_start_whose_key_a_reload_fixes_counts_the_backfil
 #[tokio::test(flavor = "multi_thread")]
 async fn a_key_fixed_by_a_reload_is_tried_at_once_whatever_the_backoff() {
     let setup = Setup::new("fixed-key").await;
-    let credentials = &setup.credentials.iter().find(|(name, _)| *name == "a").unwrap().1;
-    let secret = setup.write("a_secret", "not-the-secret");
-    let yaml = format!(
-        "accounts:\n  - name: a\n    credentials: {{api_key: {{env: A_KEY}}, secret: {{file: {}}}, passphrase: {{env: A_PASS}}}}\n",
-        secret.display()
-    );
-    let accounts = setup.write("accounts.yml", &yaml);
     // At 15 s, the first rejection holds the next poll back 30 s.
-    let exporter = setup.start(&accounts, &["--poll.interval", "15s"]);
-    exporter
-        .wait_for("the key rejected", |s| s.sum("capi_api_requests_total", &[("outcome", "auth_error")]) >= 1.0)
-        .await;
-    setup.write("a_secret", &credentials.secret);
-    exporter.signal("HUP");
-    exporter.wait_logged("configuration reloaded", 1);
+    let exporter = setup.start(&setup.write_accounts_with_a_wrong_secret(), &["--poll.interval", "15s"]);
+    setup.fix_the_secret_and_reload(&exporter).await;
     let reloaded = std::time::Instant::now();
     exporter.wait_up().await;
     let waited = reloaded.elapsed();
