@@ -497,8 +497,13 @@ impl AccountPoller {
     /// Saves the poll's state, if there is a state file; returns whether its counters may be
     /// published.
     async fn save_state(&mut self, checkpoint: &Checkpoint) -> bool {
-        let (Some(store), Some(cursor)) = (&self.store, &checkpoint.cursor) else { return true };
-        let saved = store.save(self.slot.name(), cursor, &checkpoint.counters, &checkpoint.ledger).await;
+        let Some(store) = &self.store else { return true };
+        let saved = match &checkpoint.cursor {
+            Some(cursor) => store.save(self.slot.name(), cursor, &checkpoint.counters, &checkpoint.ledger).await,
+            // Counting begins afresh at the next scan: before any (a first start), or when the
+            // counts were another exchange account's and the poll that dropped them scanned none.
+            None => store.forget(self.slot.name()).await,
+        };
         let account = self.slot.name();
         match (&saved, self.save_failing) {
             (Err(e), false) => {

@@ -312,9 +312,27 @@ impl StateStore {
     ) -> Result<(), StateError> {
         let saved = SavedAccount::new(cursor, counters, ledger.clone());
         let value = serde_json::value::to_raw_value(&saved).expect("state is plain data");
+        self.write_with(|accounts| {
+            accounts.insert(account.to_string(), value);
+            true
+        })
+        .await
+    }
+
+    /// Drops one account's entry, if it has one, and returns once that is on disk: its counting
+    /// begins afresh, and a restart must not bring back the counts it no longer shows.
+    pub async fn forget(&self, account: &str) -> Result<(), StateError> {
+        self.write_with(|accounts| accounts.remove(account).is_some()).await
+    }
+
+    /// Changes the entries by `change`, which says whether it changed any, and writes them out;
+    /// returns once they are on disk, or with an error after `SAVE_PATIENCE`.
+    async fn write_with(&self, change: impl FnOnce(&mut RawEntries) -> bool) -> Result<(), StateError> {
         let mine = {
             let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-            entries.accounts.insert(account.to_string(), value);
+            if !change(&mut entries.accounts) {
+                return Ok(());
+            }
             entries.generation += 1;
             entries.generation
         };
@@ -691,6 +709,25 @@ mod tests {
         assert_eq!(opened, Opened::Loaded { accounts: 1 });
         assert_eq!(reopened.restore("main").unwrap(), Some(Restored { cursor, counters, ledger }));
         assert_eq!(reopened.restore("other").unwrap(), None);
+    }
+
+    #[tokio::test]
+    async fn a_forgotten_entry_is_gone_from_the_file_and_the_others_stay() {
+        let path = temp_path("forget");
+        let _ = std::fs::remove_file(&path);
+        let (store, _) = StateStore::open(&path).unwrap();
+        store.forget("main").await.unwrap();
+        assert!(!path.exists(), "nothing to forget writes nothing");
+        let (cursor, counters) = sample();
+        for account in ["main", "other"] {
+            store.save(account, &cursor, &counters, &Ledger::default()).await.unwrap();
+        }
+        store.forget("main").await.unwrap();
+        drop(store);
+        let (reopened, opened) = StateStore::open(&path).unwrap();
+        assert_eq!(opened, Opened::Loaded { accounts: 1 });
+        assert_eq!(reopened.restore("main").unwrap(), None);
+        assert_eq!(reopened.restore("other").unwrap().map(|r| r.counters), Some(counters));
     }
 
     #[tokio::test]

@@ -262,6 +262,36 @@ async fn another_exchange_accounts_credentials_under_a_name_begin_its_counts_afr
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn counts_dropped_for_another_exchange_account_stay_dropped_after_a_restart() {
+    let setup = Setup::new("swapped-unscanned").await;
+    let state = setup.dir.join("state.json");
+    // Polls 3 s apart: time to queue faults for the next poll once one is logged.
+    let flags = ["--state.file", state.to_str().unwrap(), "--poll.interval", "3s"];
+    let mut exporter = setup.start(&setup.write_accounts(&[("a", "1,2")]), &flags);
+    exporter.wait_up().await;
+    setup.add_trade("a");
+    exporter.wait_for("a's trade", |s| trades(s, "a") == Some(1.0)).await;
+    let b = "{api_key: {env: B_KEY}, secret: {env: B_SECRET}, passphrase: {env: B_PASS}}";
+    setup.write("accounts.yml", &format!("accounts:\n  - name: a\n    coin_ids: [1, 2]\n    credentials: {b}\n"));
+    exporter.signal("HUP");
+    // The third poll naming b drops a's counts at its first answer; its second is refused (429),
+    // so it scans no bills.
+    exporter.wait_logged("bills are not scanned", 2);
+    setup.exchange.sim.inject_fault(Fault::Hang(Duration::ZERO), 1);
+    setup.exchange.sim.inject_fault(Fault::RateLimited { retry_after_secs: Some(60) }, 1);
+    exporter.wait_logged("its bill counts and ledger check begin afresh", 1);
+    exporter.wait_for("a's trade no longer shown", |s| trades(s, "a").is_none()).await;
+    assert_eq!(setup.exchange.sim.faults_pending(), 0, "{}", exporter.log());
+    exporter.kill9();
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert_eq!(saved["accounts"].get("a"), None, "{saved}");
+
+    let restarted = setup.start(&setup.dir.join("accounts.yml"), &flags);
+    let first = restarted.scrape().await;
+    assert_eq!(trades(&first, "a"), None, "the dropped counts came back:\n{}", first.text);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_poller_replaced_while_saves_fail_goes_on_from_the_last_save() {
     let setup = Setup::new("unsaved").await;
     let accounts = setup.write_accounts(&[("a", "2")]);
