@@ -48,9 +48,11 @@ B. Python reference, on the same simulated exchange, with ours stopped: the fixt
    (completed requests + connections): each connection had one request in flight at the end.
 C. Polling at 10 and 100 accounts (2 and 5 with --quick), as in A, each with its own exchange
    and exporter; then at A's size with an exchange that changes every account every 5 s
-   (positions, funding, transfers: bills on every poll, no answer the same twice). Meanwhile (it costs next to no CPU) a 1-account exporter (2 coins, 5
-   positions, same interval) idles; its RSS is read after at least 3 poll intervals (memory:
-   under 15 MiB).
+   (positions, funding, transfers: bills on every poll, no answer the same twice), first without
+   and then with `--state.file` (saved after every poll: the bytes the exporter writes per cycle,
+   from /proc/<pid>/io, are reported beside its CPU). Meanwhile (it costs next to no CPU) a
+   1-account exporter (2 coins, 5 positions, same interval) idles; its RSS is read after at least
+   3 poll intervals (memory: under 15 MiB).
 D. Freshness: 1 account, coin 2, `--poll.interval 1s`. K times (--trials, default
    30; 5 with --quick): POST /sim/liquidation?account=1&coin_id=2&on=true|false (alternately),
    t0 right after the answer, then /metrics is scraped every ~2 ms (deadline 5 s) until
@@ -259,6 +261,15 @@ def cpu_used(before, after):
     return ticks
 
 
+def bytes_written(pid):
+    """Bytes the process has written (to files, sockets and pipes alike: /proc/<pid>/io's wchar)."""
+    try:
+        io = Path(f"/proc/{pid}/io").read_text()
+    except OSError as error:
+        raise Broken(f"process {pid}: cannot read its /proc io: {error}") from error
+    return int(re.search(r"^wchar: (\d+)$", io, re.M).group(1))
+
+
 def proc_status(pid, name):
     """A field of /proc/<pid>/status as an int (kB fields in bytes)."""
     try:
@@ -412,11 +423,11 @@ class Sim:
 
 
 class Exporter:
-    def __init__(self, tools, children, sim, tag, interval):
+    def __init__(self, tools, children, sim, tag, interval, extra=()):
         command = [tools.exporter, "--config.file", sim.dir / "accounts.yml", "--api.base-url", sim.url,
                    "--api.coin-ids", sim.coin_ids, "--poll.interval", f"{interval:g}s",
                    "--api.ip-weight-budget", BUDGET, "--api.uid-weight-budget", BUDGET,
-                   "--web.listen-address", "127.0.0.1:0", "--log.level", "info"]
+                   "--web.listen-address", "127.0.0.1:0", "--log.level", "info", *extra]
         self.child = children.start(f"exporter-{tag}", command)
         self.pid, self.accounts, self.coins = self.child.pid, sim.accounts, len(sim.coin_ids.split(","))
         self.interval = interval
@@ -476,9 +487,9 @@ def measure_polling(exporter, windows):
     if not intervals:
         raise Broken(f"{exporter.child.name}: no capi_poll_interval_seconds on /metrics")
     interval = max(intervals)
-    cpu0, t0 = cpu_sample(exporter.pid), time.monotonic()
+    cpu0, written0, t0 = cpu_sample(exporter.pid), bytes_written(exporter.pid), time.monotonic()
     time.sleep(windows * interval)
-    cpu1, t1 = cpu_sample(exporter.pid), time.monotonic()
+    cpu1, written1, t1 = cpu_sample(exporter.pid), bytes_written(exporter.pid), time.monotonic()
     cpu = cpu_used(cpu0, cpu1)
     after = samples(scrape(exporter.address), "capi_api_requests_total")
     r0, r1 = requests_by_endpoint(before), requests_by_endpoint(after)
@@ -503,6 +514,7 @@ def measure_polling(exporter, windows):
         "accounts": n, "coins": coins, "interval_s": interval, "interval_stretched": interval > exporter.interval + 1e-3,
         "window_s": window, "polls": polls, "cycles_seen": account_q / (n * coins),
         "cpu_s": cpu, "cpu_ms_per_cycle": cpu_cycle * 1000, "cpu_us_per_account": cpu_cycle / n * 1e6,
+        "bytes_written_per_cycle": (written1 - written0) / polls,
         "account_queries": account_q, "bill_queries": bill_q,
         "weight_per_account_per_poll": weight, "weight_per_poll_counted": weight_counted, "weight_minimum": coins + 2,
         "bill_queries_per_poll": bills_per_poll,
@@ -786,16 +798,19 @@ def phase_c(args, tools, children, work, results):
         exporter.child.stop()
         sim.child.stop()
     # The same cycle when every account changes between polls: bills on every poll, every
-    # answer decoded anew.
+    # answer decoded anew; then again with a state file, saved after every poll.
     n = args.accounts
-    sim = Sim(tools, children, work, "busy", n, activity_tick=BUSY_TICK_MS)
-    exporter = Exporter(tools, children, sim, "busy", args.interval)
-    exporter.wait_ready(ready_deadline(args.interval, n))
-    results["polling_busy"] = measure_polling(exporter, args.windows)
-    log(f"C: {n} accounts with activity every {BUSY_TICK_MS // 1000}s: "
-        f"{results['polling_busy']['cpu_ms_per_cycle']:.2f} ms CPU per poll cycle")
-    exporter.child.stop()
-    sim.child.stop()
+    for key, extra in (("polling_busy", ()), ("polling_busy_state", ("--state.file", work / "busy-state.json"))):
+        sim = Sim(tools, children, work, key, n, activity_tick=BUSY_TICK_MS)
+        exporter = Exporter(tools, children, sim, key, args.interval, extra)
+        exporter.wait_ready(ready_deadline(args.interval, n))
+        busy = results[key] = measure_polling(exporter, args.windows)
+        if extra:
+            busy["state_file_bytes"] = (work / "busy-state.json").stat().st_size
+        log(f"C: {n} accounts with activity every {BUSY_TICK_MS // 1000}s{' and a state file' if extra else ''}: "
+            f"{busy['cpu_ms_per_cycle']:.2f} ms CPU, {busy['bytes_written_per_cycle'] / 1e6:.1f} MB written per poll cycle")
+        exporter.child.stop()
+        sim.child.stop()
     rest = idle.ready_at + 3 * args.interval + 1 - time.monotonic()
     if rest > 0:
         time.sleep(rest)
@@ -982,6 +997,12 @@ def table(args, results):
                      f"{busy['cpu_ms_per_cycle']:.2f} ms, {busy['cpu_us_per_account']:.0f} us/account", "", "",
                      f"< {TARGETS['poll_cycle_ms']} ms at {args.accounts}",
                      verdict(busy["cpu_ms_per_cycle"] < TARGETS["poll_cycle_ms"])))
+    saving = results.get("polling_busy_state")
+    if saving:
+        rows.append(("poll cpu", f"the same with --state.file ({saving['state_file_bytes'] / 1e6:.2f} MB, saved after "
+                                 f"every poll)", f"{saving['cpu_ms_per_cycle']:.2f} ms, "
+                                 f"{saving['bytes_written_per_cycle'] / 1e6:.1f} MB written per cycle", "", "",
+                     "report", "reported"))
     if len(sizes) >= 2:
         mid, top = polling[sizes[-2]], polling[sizes[-1]]
         growth = top["cpu_us_per_account"] / mid["cpu_us_per_account"] if mid["cpu_us_per_account"] else 0
