@@ -968,9 +968,11 @@ def table(args, results):
     for key, what in (("rss_ready_1000", "ready"), ("rss_logs_full_1000", logs_full),
                       ("rss_after_wrk_1000", "after the wrk runs")):
         if key in memory:
+            # The last row is judged by the peak of the process's whole life (the target is one at peak).
+            judged = memory["hwm_1000"] if key == "rss_after_wrk_1000" else memory[key]
             rows.append(("memory", f"RSS, {args.accounts} accounts, {what}", mib(memory[key]),
                          f"peak (VmHWM) {mib(memory['hwm_1000'])}" if key == "rss_after_wrk_1000" else "", "",
-                         f"< {TARGETS['rss_1000_mib']} MiB", verdict(memory[key] < TARGETS["rss_1000_mib"] * MIB)))
+                         f"< {TARGETS['rss_1000_mib']} MiB", verdict(judged < TARGETS["rss_1000_mib"] * MIB)))
     soak = results.get("soak")
     if soak:
         flat = soak["last"] <= soak["first"] * 1.10 + 2 * MIB
