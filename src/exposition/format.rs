@@ -268,9 +268,9 @@ impl Lines {
     /// account's lines are rendered again at each of its publications, at about the size they
     /// had: written over the memory of the last rendering, they need no new buffer. A scrape that
     /// renders a thousand accounts otherwise freed a thousand buffers while it took as many new
-    /// ones, and the allocator kept both until it purged: 40 MiB more at the peak.
-    /// A buffer more than twice as large as needed (an account that closed most of its
-    /// positions) is given back, and a new one taken.
+    /// ones, and the allocator kept both until it purged: 40 MiB more at the peak. A buffer more
+    /// than twice as large as needed (an account that closed most of its positions) is given
+    /// back, and a new one taken.
     pub fn reusing(mut buffer: Vec<u8>, bytes: usize) -> Self {
         if buffer.capacity() / 2 > bytes {
             buffer = Vec::new();

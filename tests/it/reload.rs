@@ -93,6 +93,15 @@ impl Setup {
         exporter.wait_logged("configuration reloaded", 1);
     }
 
+    /// Gives the name `a` b's credentials, as a slip in the accounts file would, with these coin
+    /// ids (or the default ones), and reloads.
+    fn give_a_the_credentials_of_b(&self, exporter: &Exporter, coin_ids: Option<&str>) {
+        let b = "{api_key: {env: B_KEY}, secret: {env: B_SECRET}, passphrase: {env: B_PASS}}";
+        let coins = coin_ids.map(|ids| format!("    coin_ids: [{ids}]\n")).unwrap_or_default();
+        self.write("accounts.yml", &format!("accounts:\n  - name: a\n{coins}    credentials: {b}\n"));
+        exporter.signal("HUP");
+    }
+
     /// A trade created at `ctime_ms` (now if `None`).
     fn add_trade_created(&self, account: &str, ctime_ms: Option<i64>) {
         let bill = NewBill {
@@ -246,10 +255,7 @@ async fn another_exchange_accounts_credentials_under_a_name_begin_its_counts_afr
         setup.add_trade("a");
     }
     exporter.wait_for("a's 3 trades", |s| trades(s, "a") == Some(3.0)).await;
-    // The name a now holds b's credentials, by a slip in the accounts file.
-    let b = "{api_key: {env: B_KEY}, secret: {env: B_SECRET}, passphrase: {env: B_PASS}}";
-    setup.write("accounts.yml", &format!("accounts:\n  - name: a\n    credentials: {b}\n"));
-    exporter.signal("HUP");
+    setup.give_a_the_credentials_of_b(&exporter, None);
     // Said at once, with the bill scan held; after three answers the counts begin afresh.
     exporter.wait_logged("its bill counts and ledger check begin afresh", 1);
     setup.add_trade("b");
@@ -271,9 +277,7 @@ async fn counts_dropped_for_another_exchange_account_stay_dropped_after_a_restar
     exporter.wait_up().await;
     setup.add_trade("a");
     exporter.wait_for("a's trade", |s| trades(s, "a") == Some(1.0)).await;
-    let b = "{api_key: {env: B_KEY}, secret: {env: B_SECRET}, passphrase: {env: B_PASS}}";
-    setup.write("accounts.yml", &format!("accounts:\n  - name: a\n    coin_ids: [1, 2]\n    credentials: {b}\n"));
-    exporter.signal("HUP");
+    setup.give_a_the_credentials_of_b(&exporter, Some("1, 2"));
     // The third poll naming b drops a's counts at its first answer; its second is refused (429),
     // so it scans no bills.
     exporter.wait_logged("bills are not scanned", 2);
