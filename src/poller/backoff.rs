@@ -7,7 +7,9 @@
 //! - Rejected key (auth error): retrying cannot help until a person acts, so poll at a slowing
 //!   pace (twice, four times... the interval, up to 15 minutes) rather than hammering.
 //! - Anything else (5xx, timeouts, broken answers): already retried within the poll; the next
-//!   poll comes at the normal interval.
+//!   poll comes at the normal interval. Such a poll says nothing about the exchange's limits, so
+//!   a run of 429s (or of rejections) it falls between goes on where it was: only a poll whose
+//!   requests all went through begins the pace afresh.
 
 use std::time::Duration;
 
@@ -19,8 +21,19 @@ const AUTH_MAX: Duration = Duration::from_secs(900);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pace {
     Normal,
-    RateLimited { retry_after: Option<Duration> },
+    /// A request failed in a way that is neither a rate limit nor a refusal.
+    Failed,
+    RateLimited {
+        retry_after: Option<Duration>,
+    },
     AuthRejected,
+}
+
+impl Pace {
+    /// Whether the exchange asked us to stop sending, or refuses the key: no more requests now.
+    pub fn stops_requests(self) -> bool {
+        matches!(self, Pace::RateLimited { .. } | Pace::AuthRejected)
+    }
 }
 
 /// Consecutive polls that ended the same troubled way.
@@ -34,15 +47,19 @@ impl Backoff {
     /// The wait before the next poll, beyond which the poll interval is not enough. `jitter` is
     /// a number in 0..1 that spreads the wait by up to ±20%.
     pub fn next_wait(&mut self, pace: Pace, interval: Duration, jitter: f64) -> Duration {
-        let same_trouble = matches!(
-            (self.last, pace),
-            (Some(Pace::RateLimited { .. }), Pace::RateLimited { .. }) | (Some(Pace::AuthRejected), Pace::AuthRejected)
-        );
-        self.streak = if same_trouble { self.streak.saturating_add(1) } else { 0 };
-        self.last = Some(pace);
+        // A failure that is no refusal leaves the run it falls in where it was.
+        if pace != Pace::Failed {
+            let same_trouble = matches!(
+                (self.last, pace),
+                (Some(Pace::RateLimited { .. }), Pace::RateLimited { .. })
+                    | (Some(Pace::AuthRejected), Pace::AuthRejected)
+            );
+            self.streak = if same_trouble { self.streak.saturating_add(1) } else { 0 };
+            self.last = Some(pace);
+        }
         let doubled = |first: Duration, max: Duration| first.saturating_mul(1 << self.streak.min(16)).min(max);
         match pace {
-            Pace::Normal => interval,
+            Pace::Normal | Pace::Failed => interval,
             Pace::RateLimited { retry_after } => {
                 // Capped after the jitter: five minutes at most, as documented.
                 let jittered = doubled(RATE_LIMIT_FIRST, RATE_LIMIT_MAX).mul_f64(0.8 + 0.4 * jitter.clamp(0.0, 1.0));
@@ -74,6 +91,24 @@ mod tests {
         assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
         assert_eq!(backoff.next_wait(Pace::Normal, FIFTEEN, 0.5), FIFTEEN);
         assert_eq!(backoff.next_wait(limited, Duration::from_secs(1), 0.5), Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_failure_between_rate_limits_or_rejections_does_not_begin_the_pace_afresh() {
+        let mut backoff = Backoff::default();
+        let limited = Pace::RateLimited { retry_after: None };
+        let one_second = Duration::from_secs(1);
+        let waits: Vec<u64> = [limited, Pace::Failed, limited, Pace::Failed, Pace::Failed, limited]
+            .into_iter()
+            .map(|pace| backoff.next_wait(pace, one_second, 0.5).as_secs())
+            .collect();
+        assert_eq!(waits, [5, 1, 10, 1, 1, 20]);
+        let mut backoff = Backoff::default();
+        let waits: Vec<u64> = [Pace::AuthRejected, Pace::Failed, Pace::AuthRejected]
+            .into_iter()
+            .map(|pace| backoff.next_wait(pace, FIFTEEN, 0.5).as_secs())
+            .collect();
+        assert_eq!(waits, [30, 15, 60]);
     }
 
     #[test]

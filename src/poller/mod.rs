@@ -201,17 +201,20 @@ impl AccountPoller {
             self.publish(healthy, wait.saturating_sub(self.settings.interval));
             next = match pace {
                 // From when the poll was due, not when it began: a group stays together.
-                Pace::Normal => (next + wait).max(started),
+                Pace::Normal | Pace::Failed => (next + wait).max(started),
                 // From the refusal: a poll that took long (timeouts before a 429) would
                 // otherwise have used up the wait the exchange asked for.
                 Pace::RateLimited { .. } | Pace::AuthRejected => Instant::now() + wait,
             };
             // A wait the exchange asked for binds whichever poller polls next; a rejected key's
-            // does not: a reload that replaces the poller most likely brings a new key.
-            lock(&self.checkpoint).pacing = match pace {
-                Pace::RateLimited { .. } => Pacing { backoff: self.backoff.clone(), not_before: Some(next) },
-                Pace::Normal | Pace::AuthRejected => Pacing::default(),
-            };
+            // does not: a reload that replaces the poller most likely brings a new key. A failed
+            // poll leaves a run of rate limits it falls in to go on.
+            let pacing = &mut lock(&self.checkpoint).pacing;
+            match pace {
+                Pace::RateLimited { .. } => *pacing = Pacing { backoff: self.backoff.clone(), not_before: Some(next) },
+                Pace::Normal | Pace::AuthRejected => *pacing = Pacing::default(),
+                Pace::Failed => {}
+            }
         }
     }
 
@@ -240,23 +243,23 @@ impl AccountPoller {
                     pace = pace_after(&e);
                 }
             }
-            if pace != Pace::Normal {
-                break; // the exchange asked us to stop, or refuses the key: no more requests now
+            if pace.stops_requests() {
+                break;
             }
         }
         // The bill window is dated by the clock requests are signed with, which an answer
         // vouches for (the exchange refuses a timestamp over 30 s off). Without one, after a
         // restart a clock behind would bring a saved cursor back and count bills twice, and a
         // clock ahead would settle bills never asked for: the bills wait for the next poll.
-        if pace == Pace::Normal && !answered {
+        if !pace.stops_requests() && !answered {
             self.recall(format_args!("bill scan put off: no account answer vouched for the clock"));
-        } else if let Some(other) = self.state.account_in_doubt().filter(|_| pace == Pace::Normal) {
+        } else if let Some(other) = self.state.account_in_doubt().filter(|_| !pace.stops_requests()) {
             // Not a complete poll: capi_up says so, and the poll-failing alert if it lasts.
             healthy = false;
             warn!(account = self.slot.name(), exchange_account = other,
                 "the exchange names another account than the one whose bills are counted under this name (the credentials of another account?); bills are not scanned, and capi_up is 0, until it names the counted one again, or names this one in three polls in a row, when the counts begin afresh");
             self.recall(format_args!("bill scan put off: the answer names exchange account {other}"));
-        } else if pace == Pace::Normal {
+        } else if !pace.stops_requests() {
             if let Err(e) = self.scan_bills(next_due).await {
                 self.note_failure(Endpoint::Bills, &e);
                 healthy = false;
@@ -563,7 +566,7 @@ fn pace_after(error: &ApiError) -> Pace {
         // Refused before the exchange answered (a firewall, an IP not on the key's list):
         // asking at full pace would only prolong a block.
         ApiError::Http { status: 401 | 403, .. } => Pace::AuthRejected,
-        _ => Pace::Normal,
+        _ => Pace::Failed,
     }
 }
 
@@ -580,7 +583,7 @@ mod tests {
         let http = |status| ApiError::Http { status, snippet: String::new() };
         assert_eq!(pace_after(&http(403)), Pace::AuthRejected);
         assert_eq!(pace_after(&http(401)), Pace::AuthRejected);
-        assert_eq!(pace_after(&http(502)), Pace::Normal);
+        assert_eq!(pace_after(&http(502)), Pace::Failed);
     }
 
     #[test]

@@ -81,6 +81,28 @@ async fn a_429_storm_backs_off_honouring_retry_after_then_resumes() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_proxy_error_between_429s_does_not_cut_the_back_off_short() {
+    let exchange = Exchange::start(SimOptions { weight_per_10s: None, ..SimOptions::default() }).await;
+    // One coin: a poll is its account query (and its retries), then the bills.
+    let exporter = Exporter::start(&exchange, &["--api.coin-ids", "2"]);
+    exporter.wait_up().await;
+    // A 429; in the next poll, the account query and its two retries get a proxy's 502; the
+    // poll after that gets a 429 again.
+    exchange.sim.inject_fault(Fault::RateLimited { retry_after_secs: None }, 1);
+    exchange.sim.inject_fault(Fault::HtmlStatus(502), 3);
+    exchange.sim.inject_fault(Fault::RateLimited { retry_after_secs: None }, 1);
+    let backoff = |s: &Scrape| s.value("capi_poll_backoff_seconds", &[]).filter(|b| *b > 0.0);
+    let scrape = exporter
+        .wait_for("the second 429's back-off", |s| requests(s, "rate_limited") == 2.0 && backoff(s).is_some())
+        .await;
+    assert_eq!(requests(&scrape, "http_error"), 3.0);
+    // The second 429 of a run waits 10 s (8 to 12 with the jitter), beyond the 0.2 s interval;
+    // begun afresh, it would wait 4 to 6 s.
+    let waited = backoff(&scrape).unwrap();
+    assert!((7.8..=11.8).contains(&waited), "backing off {waited} s after the second 429");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_retry_after_counts_from_the_429_however_long_the_poll_took() {
     let exchange = Exchange::start(SimOptions::default()).await;
     let exporter = Exporter::start(&exchange, &["--api.timeout", "1s"]);
