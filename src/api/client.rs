@@ -16,7 +16,7 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use serde::Serialize;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::net::TcpStream;
 use tower::util::BoxCloneSyncService;
 use tower::BoxError;
@@ -382,18 +382,25 @@ fn decode_with<T>(body: JsonObject<'_>, format: &AnswerFormat<T>) -> Result<Answ
     Ok(Answer { value, problems })
 }
 
-fn date_ms(headers: &HeaderMap) -> Option<i64> {
-    let date = httpdate::parse_http_date(headers.get(DATE)?.to_str().ok()?).ok()?;
-    Some(date.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
+/// The answer's `Date`.
+fn date(headers: &HeaderMap) -> Option<SystemTime> {
+    httpdate::parse_http_date(headers.get(DATE)?.to_str().ok()?).ok()
 }
 
-/// `Retry-After` in seconds or as an HTTP date, at most [`MAX_RETRY_AFTER`].
+fn date_ms(headers: &HeaderMap) -> Option<i64> {
+    Some(date(headers)?.duration_since(UNIX_EPOCH).ok()?.as_millis() as i64)
+}
+
+/// `Retry-After` in seconds or as an HTTP date, at most [`MAX_RETRY_AFTER`]. A date is read
+/// against the answer's own `Date` when it has one: this machine's clock may be off by more
+/// than the wait.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
     let wait = match text.parse::<u64>() {
         Ok(seconds) => Duration::from_secs(seconds),
         Err(_) => {
-            httpdate::parse_http_date(text).ok()?.duration_since(std::time::SystemTime::now()).unwrap_or_default()
+            let now = date(headers).unwrap_or_else(SystemTime::now);
+            httpdate::parse_http_date(text).ok()?.duration_since(now).unwrap_or_default()
         }
     };
     Some(wait.min(MAX_RETRY_AFTER))
@@ -512,12 +519,21 @@ mod tests {
         assert_eq!(retry_after(&headers("42")), Some(Duration::from_secs(42)));
         assert_eq!(retry_after(&headers("18446744073709551615")), Some(MAX_RETRY_AFTER));
         assert_eq!(retry_after(&headers("Sun, 06 Nov 1994 08:49:37 GMT")), Some(Duration::ZERO));
-        let in_two_minutes = httpdate::fmt_http_date(std::time::SystemTime::now() + Duration::from_secs(121));
+        let in_two_minutes = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(121));
         let wait = retry_after(&headers(&in_two_minutes)).unwrap();
         assert!(Duration::from_secs(110) < wait && wait <= Duration::from_secs(121), "{wait:?}");
         assert_eq!(retry_after(&headers("Fri, 31 Dec 9999 23:59:59 GMT")), Some(MAX_RETRY_AFTER));
         assert_eq!(retry_after(&headers("soon")), None);
         assert_eq!(retry_after(&HeaderMap::new()), None);
+    }
+
+    #[test]
+    fn a_retry_after_date_is_read_against_the_answers_own_date() {
+        let headers = HeaderMap::from_iter([
+            (RETRY_AFTER, HeaderValue::from_static("Sun, 06 Nov 1994 08:51:37 GMT")),
+            (DATE, HeaderValue::from_static("Sun, 06 Nov 1994 08:49:37 GMT")),
+        ]);
+        assert_eq!(retry_after(&headers), Some(Duration::from_secs(120)));
     }
 
     #[test]
