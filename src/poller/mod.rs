@@ -228,10 +228,14 @@ impl AccountPoller {
         self.state.begin_poll();
         for coin in self.account.coin_ids.clone() {
             let client = &self.account.client;
-            let asked_at_ms = client.clock().now_ms();
+            let asked_locally_ms = local_now_ms();
             match self.request(Endpoint::Account, || client.account(coin)).await {
                 Ok(info) => {
                     answered = true;
+                    // By the exchange's clock as this answer leaves it: an answer that corrects
+                    // the clock (a rejected timestamp, a `Date`) dates its question too. A fresh
+                    // count begins there, and a clock behind would begin it before the start.
+                    let asked_at_ms = asked_locally_ms.saturating_add(client.clock().offset_ms());
                     if let Some(change) = self.state.take_account(coin, info, local_now_ms(), asked_at_ms) {
                         error!(account = self.slot.name(), exchange_account = change.now, counted_exchange_account = change.counted,
                             "the exchange names another account than the one whose bills were counted under this name (the credentials of another account?); its bill counts and ledger check begin afresh");

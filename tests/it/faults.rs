@@ -7,18 +7,20 @@ use capi_sim::{Credentials, Fault, NewBill, SimOptions};
 use common::{Exchange, Exporter, Scrape};
 use rust_decimal::Decimal;
 use serde_json::json;
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 fn requests(scrape: &Scrape, outcome: &str) -> f64 {
     scrape.sum("capi_api_requests_total", &[("outcome", outcome)])
 }
 
+/// A deposit of 1 USDT, created now.
+fn deposit() -> NewBill {
+    NewBill { coin: "USDT".into(), business_type: "deposit".into(), amount: Decimal::ONE, ..NewBill::default() }
+}
+
 /// Adds a bill of 1 unit to the account and returns how many bills it has now.
 fn add_deposit(exchange: &Exchange) -> usize {
-    exchange.sim.add_bill(
-        exchange.key(),
-        NewBill { coin: "USDT".into(), business_type: "deposit".into(), amount: Decimal::ONE, ..NewBill::default() },
-    );
+    exchange.sim.add_bill(exchange.key(), deposit());
     exchange.sim.bills(exchange.key()).len()
 }
 
@@ -127,6 +129,28 @@ async fn skewed_clock_is_corrected(offset_ms: i64) {
     // Bills are dated by the exchange's clock; the cursor follows it, so none is lost.
     let bills = add_deposit(&exchange);
     wait_counted(&exporter, bills).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fresh_count_begins_at_the_start_by_the_exchange_clock_when_this_one_is_behind() {
+    let ahead_ms = 120_000;
+    let exchange = Exchange::start(SimOptions { clock_offset_ms: ahead_ms, ..SimOptions::default() }).await;
+    // A deposit a minute before the start, by the exchange's clock: history, not a new bill.
+    let start_ms = i64::try_from(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_millis()).unwrap() + ahead_ms;
+    let before = NewBill { ctime_ms: Some(start_ms - 60_000), ..deposit() };
+    exchange.sim.add_bill(exchange.key(), before);
+    let exporter = Exporter::start(&exchange, &["--bills.overlap", "2s"]);
+    exporter.wait_up().await;
+    exchange.sim.add_bill(exchange.key(), deposit());
+    let scrape =
+        exporter.wait_for("the deposit after the start counted", |s| s.sum("capi_bills_total", &[]) >= 1.0).await;
+    let counting_from = scrape.value("capi_bill_counting_start_timestamp_seconds", &[]).unwrap();
+    // The first answer corrects the clock by 2 minutes: counting begins when it was asked for.
+    assert!(
+        counting_from * 1000.0 >= (start_ms - 1_000) as f64,
+        "counting from {counting_from}, started at {start_ms} ms"
+    );
+    assert_eq!(scrape.sum("capi_bills_total", &[]), 1.0, "only the deposit after the start");
 }
 
 #[tokio::test(flavor = "multi_thread")]
