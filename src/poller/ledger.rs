@@ -292,20 +292,36 @@ impl Ledger {
     }
 
     /// Compares the newest answer of each coin dated at or before `settled_through_ms`, up to
-    /// which every bill is final. Returns the differences that changed.
+    /// which every bill is final; a coin not compared yet begins with the oldest of them, so
+    /// that the bills between the two are checked too. Returns the differences that changed.
     pub fn settle(&mut self, settled_through_ms: i64) -> Vec<Changed> {
         let before = self.differences();
-        let (settled, waiting): (Vec<_>, Vec<_>) =
+        let (mut settled, waiting): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.pending).into_iter().partition(|o| o.at_ms <= settled_through_ms);
         self.pending = waiting;
-        let mut newest: BTreeMap<u64, Observation> = BTreeMap::new();
+        settled.sort_by_key(|o| o.at_ms);
+        let mut oldest_and_newest: BTreeMap<u64, (Observation, Option<Observation>)> = BTreeMap::new();
         for observation in settled {
-            if newest.get(&observation.coin_id).is_none_or(|n| n.at_ms <= observation.at_ms) {
-                newest.insert(observation.coin_id, observation);
+            match oldest_and_newest.get_mut(&observation.coin_id) {
+                Some((_, newest)) => *newest = Some(observation),
+                None => _ = oldest_and_newest.insert(observation.coin_id, (observation, None)),
             }
         }
-        let compared_at: BTreeMap<u64, i64> = newest.iter().map(|(coin_id, o)| (*coin_id, o.at_ms)).collect();
-        newest.into_values().for_each(|observation| self.compare(observation));
+        let compared_at: BTreeMap<u64, i64> = oldest_and_newest
+            .iter()
+            .map(|(coin_id, (oldest, newest))| (*coin_id, newest.as_ref().unwrap_or(oldest).at_ms))
+            .collect();
+        for (coin_id, (oldest, newest)) in oldest_and_newest {
+            let begun = self.coins.iter().any(|c| c.coin_id == coin_id);
+            match newest {
+                Some(newest) if begun => self.compare(newest),
+                Some(newest) => {
+                    self.begin(oldest);
+                    self.compare(newest);
+                }
+                None => self.compare(oldest),
+            }
+        }
         self.fold_settled_bills(settled_through_ms);
         let after = self.differences();
         after

@@ -172,6 +172,25 @@ fn bills_before_the_first_settled_answer_are_in_its_totals_already() {
 }
 
 #[test]
+fn a_comparison_begins_with_the_oldest_of_the_answers_that_settle_together() {
+    // A first scan that takes several polls: two answers settle at once. A deposit of 5 booked
+    // between them (in the second one's total) and never listed must still show.
+    let mut ledger = Ledger::default();
+    ledger.observe(USDT, &answer(vec![record(1_000, &[("cum_deposit_amount", dec("100"))])]), 1_001);
+    ledger.observe(USDT, &answer(vec![record(8_000, &[("cum_deposit_amount", dec("105"))])]), 16_001);
+    let changed = ledger.settle(20_000);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(dec("5")));
+    assert_eq!((changed.len(), changed[0].at_ms), (1, 16_000), "dated by the newest answer");
+    // Bills counted between them are checked as well: the two views agree.
+    let mut ledger = Ledger::default();
+    ledger.observe(USDT, &answer(vec![record(1_000, &[("cum_deposit_amount", dec("100"))])]), 1_001);
+    ledger.count(&bill(8_000, "deposit", dec("5"), Decimal::ZERO), USDT);
+    ledger.observe(USDT, &answer(vec![record(8_000, &[("cum_deposit_amount", dec("105"))])]), 16_001);
+    ledger.settle(20_000);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
+}
+
+#[test]
 fn a_bill_booked_after_the_first_answer_but_before_its_asking_time_goes_to_the_next_comparison() {
     // This machine's clock a little ahead: the answer, given at 880 by the exchange's clock, is
     // dated 900. A deposit at 890 is not in it.
