@@ -69,6 +69,8 @@ impl ApiError {
             ApiError::Exchange { code, .. } if is_auth_code(code) => Outcome::AuthError,
             ApiError::Exchange { .. } => Outcome::ExchangeError,
             ApiError::RateLimited { .. } => Outcome::RateLimited,
+            // Refused before the exchange answered (a firewall, an IP not on the key's list).
+            ApiError::Http { status: 401 | 403, .. } => Outcome::AuthError,
             ApiError::Http { .. } => Outcome::HttpError,
             ApiError::Timeout(_) => Outcome::Timeout,
             ApiError::Transport(_) => Outcome::TransportError,
@@ -162,5 +164,14 @@ mod tests {
         assert_eq!(exchange("40015").outcome(), Outcome::ExchangeError);
         assert_eq!(exchange("40017").outcome(), Outcome::ExchangeError);
         assert!(exchange("40008").to_string().contains("clock"));
+    }
+
+    #[test]
+    fn a_refusal_before_the_exchange_is_an_auth_error_and_other_statuses_http_errors() {
+        let http = |status| ApiError::Http { status, snippet: String::new() };
+        assert_eq!(http(401).outcome(), Outcome::AuthError);
+        assert_eq!(http(403).outcome(), Outcome::AuthError);
+        assert_eq!(http(502).outcome(), Outcome::HttpError);
+        assert_eq!(http(404).outcome(), Outcome::HttpError);
     }
 }

@@ -566,10 +566,9 @@ pub fn start_delay(index: usize, count: usize, interval: Duration) -> Duration {
 fn pace_after(error: &ApiError) -> Pace {
     match error {
         ApiError::RateLimited { retry_after } => Pace::RateLimited { retry_after: *retry_after },
+        // A rejected key, or a refusal before the exchange (a firewall, an IP not on the key's
+        // list): asking at full pace would only prolong a block.
         _ if error.outcome() == crate::api::Outcome::AuthError && !error.is_clock_skew() => Pace::AuthRejected,
-        // Refused before the exchange answered (a firewall, an IP not on the key's list):
-        // asking at full pace would only prolong a block.
-        ApiError::Http { status: 401 | 403, .. } => Pace::AuthRejected,
         _ => Pace::Failed,
     }
 }
