@@ -1,11 +1,11 @@
 //! The alerts' links hold: every alert of `deploy/prometheus/rules.yml` has a `runbook_url` whose
 //! anchor is its own `## <AlertName>` section of `docs/runbook.md`, and a `dashboard_url` to the
-//! shipped dashboard's uid, on the alert's `account` and `coin` where it has them; the runbook has
+//! shipped dashboard's uid, on the alert's `job`, `account` and `coin` where it has them; the runbook has
 //! no section for an alert that does not exist.
 //!
 //! Also held here, as the same kind of drift: `deploy/README.md`'s alert table lists every alert;
 //! `rules.test.yml` makes every alert fire at least once, and its expected `dashboard_url`s carry
-//! `var-account`/`var-coin` exactly when the alert has those labels (promtool checks that the
+//! `var-job`/`var-account`/`var-coin` exactly when the alert has those labels (promtool checks that the
 //! templates render what is expected); every `capi_` metric the runbook names is one that
 //! README.md, the golden files or the rules' expressions name.
 //!
@@ -253,8 +253,8 @@ fn problems(inputs: &Inputs) -> Vec<String> {
         }
     }
 
-    // rules.test.yml: every alert fires in a case; each expected dashboard_url sets the account
-    // and coin variables exactly when the alert has those labels.
+    // rules.test.yml: every alert fires in a case; each expected dashboard_url of an account's
+    // alert sets the job, account and coin variables exactly when the alert has those labels.
     let mut fired = BTreeSet::new();
     for case in &inputs.rule_tests.tests {
         for test in &case.alert_rule_test {
@@ -267,6 +267,9 @@ fn problems(inputs: &Inputs) -> Vec<String> {
                 let labels = &expected.exp_labels;
                 let mut wanted = Vec::new();
                 if let Some(account) = labels.get("account") {
+                    if let Some(job) = labels.get("job") {
+                        wanted.push(("job", job.as_str()));
+                    }
                     wanted.push(("account", account.as_str()));
                     if let Some(coin) = labels.get("coin") {
                         wanted.push(("coin", coin.as_str()));
