@@ -7,9 +7,9 @@
 //! - Rejected key (auth error): retrying cannot help until a person acts, so poll at a slowing
 //!   pace (twice, four times... the interval, up to 15 minutes) rather than hammering.
 //! - Anything else (5xx, timeouts, broken answers): already retried within the poll; the next
-//!   poll comes at the normal interval. Such a poll says nothing about the exchange's limits, so
-//!   a run of 429s (or of rejections) it falls between goes on where it was: only a poll whose
-//!   requests all went through begins the pace afresh.
+//!   poll comes at the normal interval. A poll that failed before the exchange answered anything
+//!   says nothing about its limits, so a run of 429s (or of rejections) it falls between goes on
+//!   where it was: a poll the exchange answered begins the pace afresh.
 
 use std::time::Duration;
 
@@ -21,7 +21,8 @@ const AUTH_MAX: Duration = Duration::from_secs(900);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Pace {
     Normal,
-    /// A request failed in a way that is neither a rate limit nor a refusal.
+    /// A request failed in a way that is neither a rate limit nor a refusal, and the exchange
+    /// answered none of the poll's requests.
     Failed,
     RateLimited {
         retry_after: Option<Duration>,

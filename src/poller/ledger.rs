@@ -77,8 +77,9 @@ pub fn fields() -> impl Iterator<Item = &'static str> {
     RUNNING_TOTALS.iter().map(|total| total.field)
 }
 
-/// Answers kept waiting to settle, oldest dropped first: only the newest settled one of each
-/// coin is compared, so a long wait (a deferred bill scan) loses no comparison, only older ones.
+/// Answers kept waiting to settle, oldest dropped first: of a coin compared already only the
+/// newest settled one is compared, so a long wait (a deferred bill scan) loses no comparison;
+/// a coin not compared yet then begins with a later answer than its first.
 const MAX_PENDING: usize = 256;
 
 /// How far a record's `updated_time` may be ahead of the request's time by this machine's idea of

@@ -81,7 +81,7 @@ pub struct Checkpoint {
 }
 
 /// When the next poll may start, and the backoff that set it; none unless the last poll met a
-/// 429.
+/// 429, or failed after one.
 #[derive(Debug, Clone, Default)]
 pub struct Pacing {
     backoff: Backoff,
@@ -190,6 +190,8 @@ impl AccountPoller {
                 _ = shutdown.wait_for(|stop| *stop) => return,
             }
             let started = Instant::now();
+            // A poll's checkpoint begins with no pacing; a failed one keeps this.
+            let pacing_before = lock(&self.checkpoint).pacing.clone();
             let (pace, healthy) = tokio::select! {
                 polled = Box::pin(self.poll_once(next + self.settings.interval)) => polled,
                 _ = shutdown.wait_for(|stop| *stop) => return,
@@ -213,7 +215,7 @@ impl AccountPoller {
             match pace {
                 Pace::RateLimited { .. } => *pacing = Pacing { backoff: self.backoff.clone(), not_before: Some(next) },
                 Pace::Normal | Pace::AuthRejected => *pacing = Pacing::default(),
-                Pace::Failed => {}
+                Pace::Failed => *pacing = pacing_before,
             }
         }
     }
@@ -269,6 +271,11 @@ impl AccountPoller {
                 healthy = false;
                 pace = pace_after(&e);
             }
+        }
+        // A poll the exchange answered ends a run of 429s; one that failed before it answered
+        // anything (a proxy's 5xx, timeouts) says nothing about its limits.
+        if pace == Pace::Failed && answered {
+            pace = Pace::Normal;
         }
         if healthy && !self.previous_failures.is_empty() {
             info!(account = self.slot.name(), "polling the exchange works again");

@@ -82,26 +82,40 @@ async fn a_429_storm_backs_off_honouring_retry_after_then_resumes() {
     wait_counted(&exporter, bills).await;
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn a_proxy_error_between_429s_does_not_cut_the_back_off_short() {
+/// The backoff after the second of two 429s, in seconds beyond the 0.2 s interval, with these
+/// faults (and how many times each) in the poll between them; that poll's three 502s counted.
+async fn backoff_after_a_second_429(between: Vec<(Fault, usize)>) -> f64 {
     let exchange = Exchange::start(SimOptions { weight_per_10s: None, ..SimOptions::default() }).await;
     // One coin: a poll is its account query (and its retries), then the bills.
     let exporter = Exporter::start(&exchange, &["--api.coin-ids", "2"]);
     exporter.wait_up().await;
-    // A 429; in the next poll, the account query and its two retries get a proxy's 502; the
-    // poll after that gets a 429 again.
     exchange.sim.inject_fault(Fault::RateLimited { retry_after_secs: None }, 1);
-    exchange.sim.inject_fault(Fault::HtmlStatus(502), 3);
+    for (fault, times) in between {
+        exchange.sim.inject_fault(fault, times);
+    }
     exchange.sim.inject_fault(Fault::RateLimited { retry_after_secs: None }, 1);
     let backoff = |s: &Scrape| s.value("capi_poll_backoff_seconds", &[]).filter(|b| *b > 0.0);
     let scrape = exporter
         .wait_for("the second 429's back-off", |s| requests(s, "rate_limited") == 2.0 && backoff(s).is_some())
         .await;
     assert_eq!(requests(&scrape, "http_error"), 3.0);
-    // The second 429 of a run waits 10 s (8 to 12 with the jitter), beyond the 0.2 s interval;
-    // begun afresh, it would wait 4 to 6 s.
-    let waited = backoff(&scrape).unwrap();
+    backoff(&scrape).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_proxy_error_between_429s_does_not_cut_the_back_off_short() {
+    // The account query and its two retries get a proxy's 502: no answer reached the poll.
+    let waited = backoff_after_a_second_429(vec![(Fault::HtmlStatus(502), 3)]).await;
+    // The second 429 of a run waits 10 s (8 to 12 with the jitter); begun afresh, 4 to 6 s.
     assert!((7.8..=11.8).contains(&waited), "backing off {waited} s after the second 429");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_poll_the_exchange_answered_between_429s_ends_the_run() {
+    // The account query is answered (a fault that waits for nothing); the bill query and its
+    // two retries get a 502.
+    let waited = backoff_after_a_second_429(vec![(Fault::Hang(Duration::ZERO), 1), (Fault::HtmlStatus(502), 3)]).await;
+    assert!((3.8..=5.8).contains(&waited), "backing off {waited} s after a 429 that follows an answer");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -383,6 +383,32 @@ async fn a_poller_a_reload_replaces_keeps_the_wait_the_exchange_asked_for() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_poller_a_reload_replaces_after_a_failed_poll_goes_on_with_the_backoff() {
+    let setup = Setup::new("paced-failed").await;
+    let accounts = setup.write_accounts(&[("a", "2")]);
+    let exporter = setup.start(&accounts, &[]);
+    exporter.wait_up().await;
+    // A 429; a poll whose account query and its retries get a 502; a poll that hangs until the
+    // reload ends it; then the new poller's first request gets a 429 again.
+    let sim = &setup.exchange.sim;
+    sim.inject_fault(Fault::RateLimited { retry_after_secs: None }, 1);
+    sim.inject_fault(Fault::HtmlStatus(502), 3);
+    sim.inject_fault(Fault::Hang(Duration::from_secs(120)), 1);
+    sim.inject_fault(Fault::RateLimited { retry_after_secs: None }, 1);
+    let backoff = |s: &Scrape| s.value("capi_poll_backoff_seconds", &[("account", "a")]);
+    let failed = |s: &Scrape| s.sum("capi_api_requests_total", &[("account", "a"), ("outcome", "http_error")]);
+    exporter.wait_for("the failed poll", |s| failed(s) == 3.0 && backoff(s) == Some(0.0)).await;
+    setup.write_accounts(&[("a", "2,1")]);
+    exporter.signal("HUP");
+    exporter.wait_logged("configuration reloaded", 1);
+    let scrape = exporter.wait_for("the new poller's 429", |s| backoff(s).is_some_and(|b| b > 0.0)).await;
+    // The second 429 of the run: 10 s (8 to 12 with the jitter) beyond the 0.2 s interval;
+    // begun afresh, 4 to 6 s.
+    let waited = backoff(&scrape).unwrap();
+    assert!((7.8..=11.8).contains(&waited), "backing off {waited} s after the new poller's 429");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn an_account_of_a_first_start_whose_key_a_reload_fixes_counts_the_backfill() {
     let setup = Setup::new("fixed-key-backfill").await;
     let accounts = setup.write_accounts_with_a_wrong_secret();
