@@ -295,12 +295,14 @@ fn ipv6_available(error: &std::io::Error) -> bool {
 /// What `--config.check` prints: that the configuration is valid, then each warning a start
 /// with it would log; or the state file's problem that would stop the start.
 pub fn check(config: &Config) -> Result<Vec<String>, StateError> {
-    if let Some(path) = &config.state_file {
-        StateStore::check(path)?;
-    }
+    let state_file_warning = match &config.state_file {
+        Some(path) => StateStore::check(path)?,
+        None => None,
+    };
     let plan = Plan::new(config, configured_accounts(config));
     let mut lines = config.check();
-    lines.extend(plan.warnings.iter().map(|warning| format!("warning: {warning}")));
+    let warnings = plan.warnings.iter().map(ToString::to_string).chain(state_file_warning);
+    lines.extend(warnings.map(|warning| format!("warning: {warning}")));
     Ok(lines)
 }
 

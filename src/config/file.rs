@@ -12,8 +12,8 @@
 //! ```
 
 use super::{
-    header_safe, read_secret_file, validate_coin_ids, validate_coin_name, validate_name, AccountConfig, ConfigError,
-    Env,
+    plain_credential, read_secret_file, validate_coin_ids, validate_coin_name, validate_name, AccountConfig,
+    ConfigError, Env,
 };
 use crate::api::{Credentials, Secret};
 use crate::files::without_quoted_value;
@@ -106,11 +106,9 @@ pub fn parse_accounts(path: &Path, text: &str, default_coins: &[u64], env: Env) 
         };
         let c = &account.credentials;
         let credentials = Credentials {
-            api_key: resolve(&c.api_key, "api_key", env).and_then(|s| header_safe(s, "api_key")).map_err(in_account)?,
+            api_key: resolve(&c.api_key, "api_key", env).map_err(in_account)?,
             secret: resolve(&c.secret, "secret", env).map_err(in_account)?,
-            passphrase: resolve(&c.passphrase, "passphrase", env)
-                .and_then(|s| header_safe(s, "passphrase"))
-                .map_err(in_account)?,
+            passphrase: resolve(&c.passphrase, "passphrase", env).map_err(in_account)?,
         };
         // One key, one exchange account: under two names its bills would be counted twice, and
         // its weight budget (the exchange's, per account) spent by two windows of ours.
@@ -133,15 +131,18 @@ pub fn parse_accounts(path: &Path, text: &str, default_coins: &[u64], env: Env) 
 }
 
 fn resolve(CredentialEntry(source): &CredentialEntry, what: &str, env: Env) -> Result<Secret, ConfigError> {
-    match (&source.env, &source.file) {
+    let credential = match (&source.env, &source.file) {
         (Some(var), None) => match env(var).filter(|v| !v.is_empty()) {
-            Some(value) => Ok(Secret::new(value)),
-            None => Err(ConfigError::Invalid(format!(
-                "{what}: environment variable {} is not set",
-                super::named_variable(var)
-            ))),
+            Some(value) => Secret::new(value),
+            None => {
+                return Err(ConfigError::Invalid(format!(
+                    "{what}: environment variable {} is not set, or empty",
+                    super::named_variable(var)
+                )))
+            }
         },
-        (None, Some(path)) => read_secret_file(path, what),
-        _ => Err(ConfigError::Invalid(format!("{what}: give exactly one of env: VARIABLE or file: PATH"))),
-    }
+        (None, Some(path)) => read_secret_file(path, what)?,
+        _ => return Err(ConfigError::Invalid(format!("{what}: give exactly one of env: VARIABLE or file: PATH"))),
+    };
+    plain_credential(credential, what)
 }

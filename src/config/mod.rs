@@ -370,9 +370,9 @@ fn single_account(cli: &Cli, coin_ids: Vec<u64>, env: Env) -> Result<AccountConf
         return Err(ConfigError::MissingCredentials(missing.join(", ")));
     };
     let credentials = Credentials {
-        api_key: header_safe(api_key, "CAPI_API_KEY")?,
-        secret,
-        passphrase: header_safe(passphrase, "CAPI_API_PASSPHRASE")?,
+        api_key: plain_credential(api_key, "CAPI_API_KEY")?,
+        secret: plain_credential(secret, "CAPI_API_SECRET")?,
+        passphrase: plain_credential(passphrase, "CAPI_API_PASSPHRASE")?,
     };
     Ok(AccountConfig { name, coin_ids, credentials })
 }
@@ -389,15 +389,23 @@ fn credential_from_env(var: &'static str, env: Env) -> Result<Option<Secret>, Co
     }
 }
 
-/// The key and the passphrase travel in HTTP headers: a control character in one (a `\r` left by
-/// an editor, say) would fail every request, so it is refused at start, naming where it is.
-pub(crate) fn header_safe(credential: Secret, origin: &str) -> Result<Secret, ConfigError> {
-    match http::HeaderValue::from_str(credential.expose()) {
-        Ok(_) => Ok(credential),
-        Err(_) => Err(ConfigError::Invalid(format!(
-            "{origin} holds a control character, which an HTTP header cannot carry; write the credential without it"
-        ))),
-    }
+/// The exchange's keys, secrets and passphrases are printable ASCII. A control character (a `\r`
+/// left by an editor), a byte-order mark or a space at either end (copied along) would fail
+/// every request; worse, the key and the passphrase travel in HTTP headers, and a server that
+/// trims or re-encodes one before quoting it in an error would quote a text the log's redaction
+/// does not know. So each is refused at start, naming where it is.
+pub(crate) fn plain_credential(credential: Secret, origin: &str) -> Result<Secret, ConfigError> {
+    let text = credential.expose();
+    let problem = if text.bytes().any(|b| b.is_ascii_control()) {
+        "holds a control character, which an HTTP header cannot carry"
+    } else if !text.is_ascii() {
+        "holds a character that is not ASCII (a byte-order mark an editor wrote, say)"
+    } else if text.starts_with(' ') || text.ends_with(' ') {
+        "has a space at its start or end"
+    } else {
+        return Ok(credential);
+    };
+    Err(ConfigError::Invalid(format!("{origin} {problem}; write the credential without it")))
 }
 
 /// A credential file's path as an error names it. A path with neither `/` nor `.` may be the

@@ -259,6 +259,35 @@ fn a_key_or_passphrase_with_a_control_character_is_refused_at_start() {
 }
 
 #[test]
+fn a_credential_with_a_space_at_an_end_or_a_character_beyond_ascii_is_refused_at_start() {
+    for (variable, value, problem) in [
+        ("CAPI_API_KEY", "key ", "has a space at its start or end"),
+        ("CAPI_API_PASSPHRASE", " pass", "has a space at its start or end"),
+        (
+            "CAPI_API_SECRET",
+            "\u{feff}secret",
+            "holds a character that is not ASCII (a byte-order mark an editor wrote, say)",
+        ),
+        ("CAPI_API_KEY", "kéy", "holds a character that is not ASCII (a byte-order mark an editor wrote, say)"),
+    ] {
+        let mut given = vec![("CAPI_API_KEY", "key"), ("CAPI_API_SECRET", "secret"), ("CAPI_API_PASSPHRASE", "pass")];
+        given.retain(|(name, _)| *name != variable);
+        given.push((variable, value));
+        let error = Config::from_cli(&cli(&[]), &env_of(&given)).unwrap_err().to_string();
+        assert_eq!(error, format!("{variable} {problem}; write the credential without it"));
+    }
+    let inner_space = env_of(&[("CAPI_API_KEY", "key"), ("CAPI_API_SECRET", "s"), ("CAPI_API_PASSPHRASE", "a pass")]);
+    assert!(Config::from_cli(&cli(&[]), &inner_space).is_ok(), "a space within a passphrase is its own");
+    let yaml = "accounts:\n  - name: a\n    credentials:\n      api_key: {env: K}\n      secret: {env: S}\n      passphrase: {env: P}\n";
+    let env = env_of(&[("K", "key\t"), ("S", "s"), ("P", "p")]);
+    let error = parse_accounts(std::path::Path::new("a.yml"), yaml, &[2], &env).unwrap_err().to_string();
+    assert!(error.contains("account \"a\": api_key holds a control character"), "{error}");
+    let env = env_of(&[("K", "key"), ("S", "s"), ("P", "")]);
+    let error = parse_accounts(std::path::Path::new("a.yml"), yaml, &[2], &env).unwrap_err().to_string();
+    assert!(error.contains("passphrase: environment variable P is not set, or empty"), "{error}");
+}
+
+#[test]
 fn one_api_key_under_two_names_is_refused_without_repeating_it() {
     let yaml = "accounts:\n  - name: a\n    credentials: {api_key: {env: K}, secret: {env: S}, passphrase: {env: P}}\n  - name: b\n    coin_ids: [1]\n    credentials: {api_key: {env: K2}, secret: {env: S}, passphrase: {env: P}}\n";
     let path = temp_file("same-key.yml", yaml);

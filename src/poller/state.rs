@@ -236,12 +236,17 @@ impl StateStore {
     }
 
     /// What [`StateStore::open`] would stop at, found without opening the store (no lock, no
-    /// file kept aside): a path that is no regular file or cannot be read, a newer format.
-    pub fn check(path: &Path) -> Result<(), StateError> {
+    /// file kept aside): a path that is no regular file or cannot be read, a newer format; and
+    /// what it would warn of: a file not valid, which it keeps aside to count afresh.
+    pub fn check(path: &Path) -> Result<Option<String>, StateError> {
         let path = &followed(path)?;
         match read(path)?.map(|bytes| parse(path, &bytes)) {
             Some(Err(error @ StateError::Newer { .. })) => Err(error),
-            _ => Ok(()),
+            Some(Err(error)) => Ok(Some(format!(
+                "{error}; a start keeps it aside as {}{CORRUPT}, and bill counting begins afresh",
+                path.display()
+            ))),
+            _ => Ok(None),
         }
     }
 

@@ -264,6 +264,21 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
         assert_eq!(stderr.lines().count(), 1, "{stderr}");
         assert!(stderr.contains(problem), "{stderr}");
     }
+    // What a start would warn of: a file not valid, kept aside, its counts begun afresh.
+    let corrupt = dir.join("corrupt.json");
+    std::fs::write(&corrupt, r#"{"format":1,"accou"#).unwrap();
+    let (code, stdout, stderr) = check(&keys, &["--state.file", corrupt.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let warning = stdout.lines().nth(1).unwrap_or_default();
+    assert!(
+        warning.starts_with(&format!("capi_exporter: warning: state file {} is not valid (", corrupt.display()))
+            && warning.ends_with(&format!(
+                "a start keeps it aside as {}.corrupt, and bill counting begins afresh",
+                corrupt.display()
+            )),
+        "{stdout}"
+    );
+    assert_eq!(std::fs::read_to_string(&corrupt).unwrap(), r#"{"format":1,"accou"#, "left as it is");
     assert_eq!(
         std::fs::read_dir(&dir)
             .unwrap()
