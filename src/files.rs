@@ -42,9 +42,14 @@ pub fn read_bounded(path: &Path, max_bytes: u64) -> Result<Vec<u8>, FileError> {
     Ok(bytes)
 }
 
-/// The text of a configuration or credential file.
+/// The text of a configuration or credential file, without the byte-order mark an editor (such
+/// as Notepad) may write first: YAML would read it as text, and a credential would hold it.
 pub fn read_config_text(path: &Path) -> Result<String, FileError> {
-    String::from_utf8(read_bounded(path, MAX_CONFIG_BYTES)?).map_err(|_| FileError::NotText)
+    let text = String::from_utf8(read_bounded(path, MAX_CONFIG_BYTES)?).map_err(|_| FileError::NotText)?;
+    Ok(match text.strip_prefix('\u{feff}') {
+        Some(rest) => rest.to_owned(),
+        None => text,
+    })
 }
 
 /// A parse error's message without the value it quotes. serde writes `invalid type: string

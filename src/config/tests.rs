@@ -121,6 +121,19 @@ fn bad_values_give_one_line_naming_the_flag() {
 }
 
 #[test]
+fn files_an_editor_began_with_a_byte_order_mark_read_as_without_it() {
+    let secret = temp_file("bom-secret", "\u{feff}secret\r\n");
+    let yaml = format!(
+        "\u{feff}accounts:\r\n  - name: a\r\n    credentials: {{api_key: {{env: K}}, secret: {{file: {}}}, passphrase: {{env: P}}}}\r\n",
+        secret.display()
+    );
+    let path = temp_file("bom-accounts.yml", &yaml);
+    let config = Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env_of(&[("K", "k"), ("P", "p")]));
+    let Accounts::Exchange { accounts, .. } = config.unwrap().accounts else { panic!() };
+    assert_eq!(accounts[0].credentials.secret.expose(), "secret");
+}
+
+#[test]
 fn the_yaml_file_lists_accounts_with_their_own_credentials() {
     let secret = temp_file("b-secret", "bsecret\n");
     let yaml = format!(
