@@ -10,7 +10,7 @@ use tracing::{info, warn};
 
 use super::fleet::Wanted;
 use crate::config::shard::Shard;
-use crate::config::{AccountConfig, Config};
+use crate::config::{AccountConfig, Accounts, Config};
 use crate::poller::{budget, PollSettings};
 
 /// The accounts this replica polls, how, and how old their figures may grow.
@@ -36,6 +36,8 @@ pub(super) enum Warning {
     ShortMaxAge { max_age: Duration, interval: Duration },
     /// A setting given that this configuration does not use.
     Unused(String),
+    /// The exchange's URL is plain HTTP to another machine: the key and passphrase travel in clear.
+    UnencryptedExchange(String),
 }
 
 impl Plan {
@@ -45,6 +47,11 @@ impl Plan {
         let accounts: Vec<AccountConfig> =
             configured.into_iter().filter(|account| config.shard.owns(&account.name)).collect();
         let mut warnings: Vec<Warning> = config.unused.iter().cloned().map(Warning::Unused).collect();
+        if let Accounts::Exchange { base_url, .. } = &config.accounts {
+            if unencrypted_beyond_this_machine(base_url) {
+                warnings.push(Warning::UnencryptedExchange(base_url.clone()));
+            }
+        }
         if accounts.is_empty() && listed > 0 {
             warnings.push(Warning::ShardOwnsNone { shard: config.shard, configured: listed });
         }
@@ -140,6 +147,7 @@ impl Warning {
                 warn!(max_age_seconds = max_age.as_secs_f64(), poll_interval_seconds = interval.as_secs_f64(), "{self}")
             }
             Self::Unused(setting) => warn!(setting, "{self}"),
+            Self::UnencryptedExchange(url) => warn!(url, "{self}"),
         }
     }
 }
@@ -172,8 +180,21 @@ impl fmt::Display for Warning {
             Self::Unused(setting) => {
                 write!(f, "{setting} is set but not used: --config.file names each account and its credentials")
             }
+            Self::UnencryptedExchange(url) => write!(
+                f,
+                "--api.base-url {url} is plain HTTP to another machine: the API keys and passphrases, and every figure, travel unencrypted; use https://"
+            ),
         }
     }
+}
+
+/// Whether requests to `base_url` leave this machine unencrypted: plain HTTP to a host that is not
+/// `localhost` or a loopback address (a local proxy, or the tests' simulated exchange).
+fn unencrypted_beyond_this_machine(base_url: &str) -> bool {
+    let Ok(uri) = base_url.parse::<http::Uri>() else { return false };
+    let host = uri.host().unwrap_or_default().trim_start_matches('[').trim_end_matches(']');
+    let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    uri.scheme_str() == Some("http") && !loopback
 }
 
 /// A duration as seconds to the millisecond: `15s`, `8.25s`.

@@ -254,6 +254,17 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
          capi_exporter: warning: coin ids 7 have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)\n\
          capi_exporter: warning: --data.max-age 5s is not longer than the poll interval 11s: every account's figures will be withdrawn between polls; give it two intervals or more\n"
     );
+    // The exchange over plain HTTP: said, unless it is this machine (a local proxy).
+    let (code, stdout, stderr) = check(&keys, &["--api.base-url", "http://api-contract.weex.com"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout.lines().nth(1),
+        Some("capi_exporter: warning: --api.base-url http://api-contract.weex.com is plain HTTP to another machine: the API keys and passphrases, and every figure, travel unencrypted; use https://")
+    );
+    for local in ["http://127.0.0.1:8080", "http://[::1]:8080", "http://localhost:8080"] {
+        let (code, stdout, stderr) = check(&keys, &["--api.base-url", local]);
+        assert_eq!((code, stdout.lines().count()), (Some(0), 1), "{local}: {stdout}{stderr}");
+    }
     // What would stop the start at the state file: a directory, a newer exporter's file.
     let newer = dir.join("newer.json");
     std::fs::write(&newer, r#"{"format":99,"accounts":{}}"#).unwrap();
