@@ -218,8 +218,16 @@ impl Config {
 
     /// Validates the flags and resolves credentials; every error is one line naming the problem.
     pub fn from_cli(cli: &Cli, env: Env) -> Result<Self, ConfigError> {
-        let listen_addresses =
+        let listen_addresses: Vec<String> =
             cli.web_listen_address.iter().map(|address| listen_address(address)).collect::<Result<_, _>>()?;
+        if let Some(twice) =
+            listen_addresses.iter().enumerate().find_map(|(i, a)| listen_addresses[..i].contains(a).then_some(a))
+        {
+            // Listening on it twice would fail as "already in use", sending one to look for another process.
+            return Err(ConfigError::Invalid(format!(
+                "--web.listen-address {twice} is given twice; give each address once"
+            )));
+        }
         validate_telemetry_path(&cli.web_telemetry_path)?;
         validate_locale(&cli.api_locale)?;
         let coin_ids = validate_coin_ids(&cli.api_coin_ids, "--api.coin-ids")?;

@@ -310,3 +310,9 @@ fn one_api_key_under_two_names_is_refused_without_repeating_it() {
     let env = env_of(&[("K", "key-of-a"), ("K2", "key-of-b"), ("S", "s"), ("P", "p")]);
     assert!(Config::from_cli(&cli(&["--config.file", path.to_str().unwrap()]), &env).is_ok());
 }
+
+#[test]
+fn a_listen_address_given_twice_is_refused_as_such() {
+    let error = Config::from_cli(&cli(&["--web.listen-address", ":9,127.0.0.1:9,[::]:9"]), &env_of(&KEYS)).unwrap_err();
+    assert_eq!(error.to_string(), "--web.listen-address [::]:9 is given twice; give each address once");
+}
