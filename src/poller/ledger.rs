@@ -171,6 +171,19 @@ struct Observation {
     records: Vec<ObservedRecord>,
 }
 
+impl Observation {
+    /// Up to when a comparison begun with this answer finds the bills in its totals already.
+    fn begins_after_ms(&self) -> i64 {
+        self.updated_ms.unwrap_or(self.at_ms)
+    }
+
+    /// Whether a bill created at `ctime_ms` goes to the comparison after one begun with this
+    /// answer: booked after it, though dated before it asked.
+    fn begins_before(&self, ctime_ms: i64) -> bool {
+        self.begins_after_ms() < ctime_ms
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct ObservedRecord {
     key: String,
@@ -336,21 +349,28 @@ impl Ledger {
             .collect()
     }
 
-    /// A coin not compared yet begins after `settled_through_ms`: its bills up to it are not
-    /// needed. Those of a compared coin all go to its next comparison (every answer to come is
-    /// dated after that point), so they are kept as one sum per coin, dated as the newest of
-    /// them: however long the account query fails while bills are counted, what waits stays
-    /// bounded.
+    /// A coin not compared yet begins with an answer still waiting, or one dated after
+    /// `settled_through_ms`: its bills up to that answer's records' last update are in its
+    /// totals, and are not needed; those after it go to the comparison after (see
+    /// [`Self::begin`]), so they are kept. The bills of a compared coin all go to its next
+    /// comparison (every answer to come is dated after that point), so they are kept as one sum
+    /// per coin, dated as the newest of them: however long the account query fails while bills
+    /// are counted, what waits stays bounded.
     fn fold_settled_bills(&mut self, settled_through_ms: i64) {
         let (settled, newer): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.uncompared).into_iter().partition(|bill| bill.ctime_ms <= settled_through_ms);
         let mut sums: BTreeMap<u64, Uncompared> = BTreeMap::new();
-        for bill in settled.into_iter().filter(|bill| self.coins.iter().any(|c| c.coin_id == bill.coin_id)) {
-            let sum = sums.entry(bill.coin_id).or_insert_with(|| Uncompared { totals: Totals::default(), ..bill });
-            sum.ctime_ms = sum.ctime_ms.max(bill.ctime_ms);
-            sum.totals.add_all(&bill.totals);
+        let mut kept = Vec::new();
+        for bill in settled {
+            if self.coins.iter().any(|c| c.coin_id == bill.coin_id) {
+                let sum = sums.entry(bill.coin_id).or_insert_with(|| Uncompared { totals: Totals::default(), ..bill });
+                sum.ctime_ms = sum.ctime_ms.max(bill.ctime_ms);
+                sum.totals.add_all(&bill.totals);
+            } else if self.pending.iter().any(|o| o.coin_id == bill.coin_id && o.begins_before(bill.ctime_ms)) {
+                kept.push(bill);
+            }
         }
-        self.uncompared = sums.into_values().chain(newer).collect();
+        self.uncompared = sums.into_values().chain(kept).chain(newer).collect();
     }
 
     fn compare(&mut self, observation: Observation) {
@@ -380,7 +400,7 @@ impl Ledger {
     /// after the answer (which this machine's clock, a little ahead, can date late): they go to the
     /// next comparison, which would otherwise differ by them for good.
     fn begin(&mut self, observation: Observation) {
-        let since_ms = observation.updated_ms.unwrap_or(observation.at_ms);
+        let since_ms = observation.begins_after_ms();
         self.take_bills(observation.coin_id, since_ms);
         let records = observation
             .records

@@ -191,6 +191,21 @@ fn a_comparison_begins_with_the_oldest_of_the_answers_that_settle_together() {
 }
 
 #[test]
+fn a_bill_booked_after_a_waiting_first_answer_is_kept_for_the_comparison_after_it() {
+    // The first answer, asked at 2,000 (this machine's clock a little ahead), has records last
+    // updated at 1,000; a deposit dated 1,500 was booked after it. The bill cursor settles
+    // through 1,600 before the answer settles: the deposit must wait for the next comparison,
+    // whose totals hold it, not be let go as a bill of a coin not compared yet.
+    let mut ledger = Ledger::default();
+    ledger.observe(USDT, &answer(vec![record(1_000, &[("cum_deposit_amount", dec("10"))])]), 2_001);
+    ledger.count(&bill(1_500, "deposit", dec("5"), Decimal::ZERO), USDT);
+    ledger.settle(1_600);
+    ledger.observe(USDT, &answer(vec![record(1_500, &[("cum_deposit_amount", dec("15"))])]), 3_001);
+    ledger.settle(4_000);
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO));
+}
+
+#[test]
 fn a_bill_booked_after_the_first_answer_but_before_its_asking_time_goes_to_the_next_comparison() {
     // This machine's clock a little ahead: the answer, given at 880 by the exchange's clock, is
     // dated 900. A deposit at 890 is not in it.
