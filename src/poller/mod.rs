@@ -211,12 +211,11 @@ impl AccountPoller {
             // A wait the exchange asked for binds whichever poller polls next; a rejected key's
             // does not: a reload that replaces the poller most likely brings a new key. A failed
             // poll leaves a run of rate limits it falls in to go on.
-            let pacing = &mut lock(&self.checkpoint).pacing;
-            match pace {
-                Pace::RateLimited { .. } => *pacing = Pacing { backoff: self.backoff.clone(), not_before: Some(next) },
-                Pace::Normal | Pace::AuthRejected => *pacing = Pacing::default(),
-                Pace::Failed => *pacing = pacing_before,
-            }
+            lock(&self.checkpoint).pacing = match pace {
+                Pace::RateLimited { .. } => Pacing { backoff: self.backoff.clone(), not_before: Some(next) },
+                Pace::Normal | Pace::AuthRejected => Pacing::default(),
+                Pace::Failed => pacing_before,
+            };
         }
     }
 
