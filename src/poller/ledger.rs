@@ -172,15 +172,10 @@ struct Observation {
 }
 
 impl Observation {
-    /// Up to when a comparison begun with this answer finds the bills in its totals already.
+    /// Up to when a comparison begun with this answer finds the bills in its totals already;
+    /// those created later go to the comparison after it.
     fn begins_after_ms(&self) -> i64 {
         self.updated_ms.unwrap_or(self.at_ms)
-    }
-
-    /// Whether a bill created at `ctime_ms` goes to the comparison after one begun with this
-    /// answer: booked after it, though dated before it asked.
-    fn begins_before(&self, ctime_ms: i64) -> bool {
-        self.begins_after_ms() < ctime_ms
     }
 }
 
@@ -366,7 +361,7 @@ impl Ledger {
                 let sum = sums.entry(bill.coin_id).or_insert_with(|| Uncompared { totals: Totals::default(), ..bill });
                 sum.ctime_ms = sum.ctime_ms.max(bill.ctime_ms);
                 sum.totals.add_all(&bill.totals);
-            } else if self.pending.iter().any(|o| o.coin_id == bill.coin_id && o.begins_before(bill.ctime_ms)) {
+            } else if self.pending.iter().any(|o| o.coin_id == bill.coin_id && o.begins_after_ms() < bill.ctime_ms) {
                 kept.push(bill);
             }
         }
