@@ -1,13 +1,13 @@
 //! The alerts' links hold: every alert of `deploy/prometheus/rules.yml` has a `runbook_url` whose
 //! anchor is its own `## <AlertName>` section of `docs/runbook.md`, and a `dashboard_url` to the
-//! shipped dashboard's uid, on the alert's `job`, `account` and `coin` where it has them; the runbook has
-//! no section for an alert that does not exist.
+//! shipped dashboard's uid, on the alert's `job`, `account` and `coin` where it has them; the
+//! runbook has no section for an alert that does not exist.
 //!
 //! Also held here, as the same kind of drift: `deploy/README.md`'s alert table lists every alert;
 //! `rules.test.yml` makes every alert fire at least once, and its expected `dashboard_url`s carry
-//! `var-job`/`var-account`/`var-coin` exactly when the alert has those labels (promtool checks that the
-//! templates render what is expected); every `capi_` metric the runbook names is one that
-//! README.md, the golden files or the rules' expressions name.
+//! `var-job`/`var-account`/`var-coin` exactly when the alert has those labels (promtool checks
+//! that the templates render what is expected); every `capi_` metric the runbook names is one
+//! that README.md, the golden files or the rules' expressions name.
 //!
 //! The test fails listing every problem, each naming its alert (or runbook section).
 
