@@ -57,11 +57,22 @@ pub fn read_config_text(path: &Path) -> Result<String, FileError> {
 /// credential) would go whole into the error, the log and a reload's answer. The kind of the
 /// value and everything else stay, so the message still says what is wrong and where.
 pub fn without_quoted_value(error: impl std::fmt::Display) -> String {
-    let message = error.to_string();
-    for marker in ["invalid type:", "invalid value:", "unknown variant"] {
+    without_quoted(error.to_string(), &["invalid type:", "invalid value:", "unknown variant"])
+}
+
+/// [`without_quoted_value`], and without the name of a key that is no field, for files that
+/// name credentials: `secret: {<the secret>}` is a map with one unknown key. The line and
+/// column still say where it is.
+pub fn without_quoted_value_or_key(error: impl std::fmt::Display) -> String {
+    without_quoted(error.to_string(), &["invalid type:", "invalid value:", "unknown variant", "unknown field"])
+}
+
+fn without_quoted(message: String, markers: &[&str]) -> String {
+    for marker in markers {
         let Some(start) = message.find(marker).map(|index| index + marker.len()) else { continue };
         // The last one: the quoted value may itself hold ", expected ".
-        let Some(end) = message.rfind(", expected ").filter(|&end| end >= start) else { continue };
+        let end = message.rfind(", expected ").or_else(|| message.rfind(", there are no fields"));
+        let Some(end) = end.filter(|&end| end >= start) else { continue };
         let kind = message[start..end].split(['"', '`', '\'']).next().unwrap_or_default().trim_end();
         return format!("{}{kind}{}", &message[..start], &message[end..]);
     }
@@ -99,6 +110,20 @@ mod tests {
         }
         let error = serde_yaml_ng::from_str::<Auth>("SecretPastedHere").unwrap_err();
         assert_eq!(without_quoted_value(error), "unknown variant, expected `NoClientCert`");
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Source {
+            #[allow(dead_code)]
+            env: Option<String>,
+        }
+        let error = serde_yaml_ng::from_str::<Source>("{SecretPastedHere}").unwrap_err();
+        assert!(error.to_string().contains("SecretPastedHere"), "serde quotes the key: {error}");
+        assert_eq!(without_quoted_value_or_key(error), "unknown field, expected `env` at line 1 column 2");
+        #[derive(Debug, serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Empty {}
+        let error = serde_yaml_ng::from_str::<Empty>("{SecretPastedHere: 1}").unwrap_err();
+        assert!(!without_quoted_value_or_key(&error).contains("Secret"), "{error}");
         let syntax = "did not find expected key at line 2 column 1";
         assert_eq!(without_quoted_value(syntax), syntax);
     }

@@ -16,7 +16,7 @@ use super::{
     ConfigError, Env,
 };
 use crate::api::{Credentials, Secret};
-use crate::files::without_quoted_value;
+use crate::files::without_quoted_value_or_key;
 use serde::Deserialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -74,7 +74,7 @@ impl TryFrom<serde_yaml_ng::Value> for CredentialEntry {
         if !value.is_mapping() {
             return Err("give {env: VARIABLE} or {file: PATH}, never the credential itself".into());
         }
-        serde_yaml_ng::from_value(value).map(Self).map_err(without_quoted_value)
+        serde_yaml_ng::from_value(value).map(Self).map_err(without_quoted_value_or_key)
     }
 }
 
@@ -88,7 +88,7 @@ pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Res
 /// but the credential files it names.
 pub fn parse_accounts(path: &Path, text: &str, default_coins: &[u64], env: Env) -> Result<AccountsFile, ConfigError> {
     let fail = |reason: String| ConfigError::File { path: path.to_path_buf(), reason };
-    let parsed: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| fail(without_quoted_value(e)))?;
+    let parsed: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| fail(without_quoted_value_or_key(e)))?;
     if parsed.accounts.is_empty() {
         return Err(fail("accounts is empty; list at least one account".into()));
     }
@@ -134,10 +134,11 @@ fn resolve(CredentialEntry(source): &CredentialEntry, what: &str, env: Env) -> R
     let credential = match (&source.env, &source.file) {
         (Some(var), None) => match env(var).filter(|v| !v.is_empty()) {
             Some(value) => Secret::new(value),
+            // The variable's name is not repeated: a credential written where its name belongs
+            // would go into the log, and a reload's answer.
             None => {
                 return Err(ConfigError::Invalid(format!(
-                    "{what}: environment variable {} is not set, or empty",
-                    super::named_variable(var)
+                    "{what}: the environment variable named for it is not set, or empty"
                 )))
             }
         },

@@ -30,8 +30,10 @@ pub enum ConfigError {
     MissingCredentials(String),
     #[error("both {0} and {0}_FILE are set; set only one")]
     AmbiguousCredential(&'static str),
-    #[error("cannot read {what} from {}: {reason}", named_file(path))]
-    UnreadableFile { what: String, path: PathBuf, reason: String },
+    /// The path is not repeated: a credential written where its file's name belongs would go
+    /// into the log, and a reload's answer, and credentials hold `/` and `.` as paths do.
+    #[error("cannot read the {what} file: {reason}")]
+    UnreadableFile { what: String, reason: String },
     #[error("config file {path}: {reason}")]
     File { path: PathBuf, reason: String },
     #[error(transparent)]
@@ -416,35 +418,9 @@ pub(crate) fn plain_credential(credential: Secret, origin: &str) -> Result<Secre
     Err(ConfigError::Invalid(format!("{origin} {problem}; write the credential without it")))
 }
 
-/// A credential file's path as an error names it. A path with neither `/` nor `.` may be the
-/// credential itself, written where its file's name belongs: such a path is not repeated.
-fn named_file(path: &std::path::Path) -> String {
-    let text = path.to_string_lossy();
-    if text.contains(['/', '.']) {
-        text.into_owned()
-    } else {
-        "the file it names (not repeated: with no / or . it may be the credential itself)".into()
-    }
-}
-
-/// An environment variable's name as an error names it. Only a name written as variables
-/// conventionally are (capitals, digits and `_`) is repeated: a key or passphrase written where
-/// its variable's name belongs is often letters and digits too, and would go into the log.
-pub(crate) fn named_variable(name: &str) -> String {
-    let is_conventional = name.len() <= 128
-        && name.starts_with(|c: char| c.is_ascii_uppercase() || c == '_')
-        && name.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_');
-    if is_conventional {
-        name.to_owned()
-    } else {
-        "(its name not repeated: it is not in capitals, digits and _, and may be the credential itself)".into()
-    }
-}
-
 /// A secret file's content without its trailing newline (as `echo` and editors write it).
 pub(crate) fn read_secret_file(path: &std::path::Path, what: &str) -> Result<Secret, ConfigError> {
-    let unreadable =
-        |reason: String| ConfigError::UnreadableFile { what: what.into(), path: path.to_path_buf(), reason };
+    let unreadable = |reason: String| ConfigError::UnreadableFile { what: what.into(), reason };
     let text = crate::files::read_config_text(path).map_err(|e| unreadable(e.to_string()))?;
     let value = text.trim_end_matches(['\n', '\r']);
     if value.is_empty() {

@@ -339,7 +339,11 @@ fn users(raw: Vec<(String, String)>) -> Result<BTreeMap<String, PasswordHash>, W
     for (user, hash) in raw {
         let problem = |text: String| WebError::config(format!("basic_auth_users: {text}"));
         if user.contains(':') {
-            return Err(problem(format!("user name {user:?} holds ':', which Basic auth cannot carry in a user name")));
+            // What follows the ':' is not repeated: it may be the password, written as htpasswd has it.
+            let begins = user.split(':').next().unwrap_or_default();
+            return Err(problem(format!(
+                "the user name that begins {begins:?} holds ':', which Basic auth cannot carry in a user name"
+            )));
         }
         // The hash itself stays out of the message: exporter-toolkit treats it as a secret.
         let hash = PasswordHash::parse(hash).map_err(|reason| problem(format!("the password of {user:?} {reason}")))?;
