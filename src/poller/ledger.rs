@@ -12,11 +12,14 @@
 //! in the counters, so a late bill cannot make a difference that then goes away. Bills are kept
 //! by creation millisecond until the answer they belong to is compared.
 //!
-//! Signs are compared by magnitude: `|change of the total| - |signed sum of its bills|`. The API
-//! does not say whether a withdrawal total grows while its bills are negative, or whether funding
-//! is kept signed; this holds for a total that follows the signed sum of its bills or its
-//! negative, and for one that adds the magnitudes of bills that share one sign. A missed bill
-//! of such a type shows as its amount's magnitude.
+//! The API does not say whether a withdrawal total grows while its bills are negative, or
+//! whether funding is kept signed. So each side is first taken by its magnitude: `|change of the
+//! total| - |signed sum of its bills|`, which holds for a total that follows the signed sum of its
+//! bills or its negative, and for one that adds the magnitudes of bills that share one sign. The
+//! first comparison where the two agree, with bills summing to something other than zero, shows
+//! which way each side runs: from then on each is taken with the sign it had then. For a type
+//! whose bills have one sign nothing changes; for funding and fill fees (paid and received), a
+//! missed bill then shows as its exact amount, where by magnitude a few could cancel out.
 //!
 //! Several records of one coin (isolated positions have their own) are compared as one: a record
 //! that appears after the comparison began counts from zero when it was created since; one that
@@ -210,6 +213,12 @@ struct CoinLedger {
     gone: Totals,
     /// Signed sums of the bills counted since the comparison began, up to the latest answer.
     bills: Totals,
+    /// Per running total, from the first comparison where it agreed with a sum of bills other
+    /// than zero: the sign (1 or -1) that its change, and that sum, had then.
+    #[serde(default)]
+    moved_signs: Totals,
+    #[serde(default)]
+    bill_signs: Totals,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -387,6 +396,7 @@ impl Ledger {
                 record.latest.0[i] = Some(value);
             }
         }
+        ledger.learn_signs();
     }
 
     /// Begins a coin's comparison with its first settled answer. A bill booked before the answer
@@ -424,14 +434,17 @@ impl Ledger {
         sums
     }
 
-    /// For each coin compared and each running total its records show: `|change of the total|
-    /// - |signed sum of its bills|`.
+    /// For each coin compared and each running total its records show: the change of the total
+    /// less the signed sum of its bills, each taken with the sign it had when the two first agreed,
+    /// or until then by its magnitude.
     pub fn differences(&self) -> Differences {
         let mut differences = Differences::new();
         for ledger in &self.coins {
             for (i, moved) in ledger.moved().values() {
                 let bills = ledger.bills.0[i].unwrap_or_default();
-                differences.insert((ledger.coin_id, RUNNING_TOTALS[i].field), moved.abs().saturating_sub(bills.abs()));
+                let moved = moved * ledger.moved_signs.0[i].unwrap_or_else(|| sign(moved));
+                let bills = bills * ledger.bill_signs.0[i].unwrap_or_else(|| sign(bills));
+                differences.insert((ledger.coin_id, RUNNING_TOTALS[i].field), moved.saturating_sub(bills));
             }
         }
         differences
@@ -455,7 +468,28 @@ impl Ledger {
     }
 }
 
+/// 1 or -1 (1 for zero): a value times its sign is its magnitude.
+fn sign(value: Decimal) -> Decimal {
+    if value.is_sign_negative() && !value.is_zero() {
+        Decimal::NEGATIVE_ONE
+    } else {
+        Decimal::ONE
+    }
+}
+
 impl CoinLedger {
+    /// Learns which way each running total, and its bills, runs, from the first comparison where
+    /// they agree with bills summing to something other than zero.
+    fn learn_signs(&mut self) {
+        for (i, moved) in self.moved().values() {
+            let bills = self.bills.0[i].unwrap_or_default();
+            if self.moved_signs.0[i].is_none() && !bills.is_zero() && moved.abs() == bills.abs() {
+                self.moved_signs.0[i] = Some(sign(moved));
+                self.bill_signs.0[i] = Some(sign(bills));
+            }
+        }
+    }
+
     /// How much each running total moved since the comparison began, over every record; none
     /// for a total no record shows.
     fn moved(&self) -> Totals {

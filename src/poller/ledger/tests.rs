@@ -412,6 +412,34 @@ fn a_saved_ledger_is_checked_before_it_is_used() {
     assert!(future.check(&plausible).unwrap_err().contains("plausible"));
 }
 
+#[test]
+fn a_missed_funding_bill_shows_as_its_amount_once_a_comparison_showed_the_signs() {
+    const FUNDING: &str = "cum_position_funding_amount";
+    for negated in [false, true] {
+        let total = |sum: Decimal| if negated { -sum } else { sum };
+        let mut ledger = Ledger::default();
+        ledger.observe(USDT, &answer(vec![record(1_000, &[(FUNDING, total(Decimal::ZERO))])]), 1_000);
+        ledger.settle(1_000);
+        // Funding received and paid, both counted: the comparison agrees, and shows the signs.
+        ledger.count(&bill(1_100, "position_funding", dec("0.3"), Decimal::ZERO), USDT);
+        ledger.count(&bill(1_200, "position_funding", dec("-0.17597963"), Decimal::ZERO), USDT);
+        let mut booked = dec("0.12402037");
+        ledger.observe(USDT, &answer(vec![record(1_200, &[(FUNDING, total(booked))])]), 1_300);
+        ledger.settle(1_300);
+        assert_eq!(difference(&ledger, FUNDING), Some(Decimal::ZERO));
+        // What it learned is saved with it.
+        let mut ledger: Ledger = serde_json::from_str(&serde_json::to_string(&ledger).unwrap()).unwrap();
+        // Booked, never listed. By magnitude the second showed 0.05195926 and the third 0.
+        for (t, missed, shown) in [(2_000, "0.2", "0.2"), (3_000, "-0.5", "-0.3"), (4_000, "0.05195926", "-0.24804074")]
+        {
+            booked += dec(missed);
+            ledger.observe(USDT, &answer(vec![record(t, &[(FUNDING, total(booked))])]), t);
+            ledger.settle(t);
+            assert_eq!(difference(&ledger, FUNDING), Some(dec(shown)), "after {missed}, total negated: {negated}");
+        }
+    }
+}
+
 /// One bill of the model exchange: its type, amount and fee, when it is created and when the
 /// poller counts it (late bills: up to a few hundred ms after).
 #[derive(Debug, Clone)]
