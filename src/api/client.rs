@@ -1,7 +1,7 @@
 //! The signed HTTP client for the two endpoints.
 
 use super::clock::{local_now_ms, Clock};
-use super::credentials::Credentials;
+use super::credentials::{self, Credentials};
 use super::error::ApiError;
 use super::fields::DecodeProblem;
 use super::json::{JsonObject, Scalar, MAX_ITEMS};
@@ -353,10 +353,12 @@ fn exchange_error(object: &JsonObject<'_>, date_ms: Option<i64>, hidden: Option<
     if matches!(code.as_str(), "0" | "00000" | "200") {
         return None;
     }
-    let echoed = hidden.is_some_and(|Hidden { credentials, signature }| credentials.is_secret(&code, signature));
-    let code = if is_plain_code(&code) && !echoed { code } else { OTHER_CODE.to_owned() };
+    // A code that is part of a credential would go into a label: an echo of the request.
+    let echoed = hidden.is_some_and(|Hidden { credentials, signature }| credentials.is_part_of_one(&code, signature));
+    let kept = super::error::is_documented_code(&code) || (is_plain_code(&code) && !echoed);
+    let code = if kept { code } else { OTHER_CODE.to_owned() };
     let message = match object.get("msg").map(|m| m.scalar()) {
-        Some(Scalar::Text(message)) => one_line(&shown(start_of(&message), hidden), 200),
+        Some(Scalar::Text(message)) => quoted(&message, false, hidden, 200),
         _ => String::new(),
     };
     let request_time = object.get("requestTime").and_then(|t| super::fields::integer(t).ok());
@@ -409,24 +411,33 @@ fn retry_after(headers: &HeaderMap) -> Option<Duration> {
 /// The start of a body, on one line, for error messages (HTML error pages can be long).
 fn snippet(body: &[u8], hidden: Option<Hidden<'_>>) -> String {
     let start = &body[..body.len().min(QUOTED_BYTES)];
-    one_line(&shown(&String::from_utf8_lossy(start), hidden), 120)
+    quoted(&String::from_utf8_lossy(start), body.len() > QUOTED_BYTES, hidden, 120)
 }
 
 /// How much of an answer's text an error looks at to quote its start: a body can be 16 MiB.
 const QUOTED_BYTES: usize = 64 * 1024;
 
-fn start_of(text: &str) -> &str {
-    &text[..text.floor_char_boundary(QUOTED_BYTES)]
-}
-
-/// `text` on one line, its runs of white space as one space, cut after `max_chars` characters.
-fn one_line(text: &str, max_chars: usize) -> String {
+/// The start of `text` (itself the start of a longer text if `cut_before`) as an error quotes it:
+/// on one line (runs of white space as one space), without what `hidden` names, cut after
+/// `max_chars` characters. The credentials are taken out of the line, not the text: one with a
+/// space in it may be quoted across a line break. And only as much as may be quoted is looked
+/// at, with room for a credential's longest form at its end; if the text goes on beyond, that
+/// room is dropped after, so that a credential cut there shows no part of itself.
+fn quoted(text: &str, cut_before: bool, hidden: Option<Hidden<'_>>, max_chars: usize) -> String {
+    let room = credentials::LONGEST_FORM_CHARS;
     let mut chars = text.split_whitespace().flat_map(|word| std::iter::once(' ').chain(word.chars())).skip(1);
-    let mut line: String = chars.by_ref().take(max_chars).collect();
-    if chars.next().is_some() {
-        line.push_str("...");
+    let line: String = chars.by_ref().take(max_chars + 2 * room).collect();
+    let goes_on = cut_before || chars.next().is_some();
+    let mut line: Vec<char> = shown(&line, hidden).chars().collect();
+    if goes_on {
+        line.truncate(line.len().saturating_sub(room));
     }
-    line
+    let cut = goes_on || line.len() > max_chars;
+    let mut quoted: String = line.into_iter().take(max_chars).collect();
+    if cut {
+        quoted.push_str("...");
+    }
+    quoted
 }
 
 /// The HTTP client's message plus its causes ("connection refused" lives in a source error).
@@ -562,6 +573,41 @@ mod tests {
         let page = format!("<pre>{}ACCESS-KEY: bg_3f9a</pre>", "x".repeat(98));
         let ApiError::Http { snippet, .. } = error(502, &page) else { panic!() };
         assert!(snippet.ends_with("ACCESS-KEY: [REDA..."), "{snippet}");
+    }
+
+    #[test]
+    fn an_echo_wrapped_cut_short_or_escaped_otherwise_shows_no_part_of_a_credential() {
+        use super::super::credentials::Secret;
+        let credentials = Credentials {
+            api_key: Secret::new("weex_33db7430"),
+            secret: Secret::new("s3cret40012"),
+            passphrase: Secret::new("correct horse+battery/staple"),
+        };
+        let hidden = Some(Hidden { credentials: &credentials, signature: "1e/x7iu+ACD=" });
+        let error = |status, body: &str| interpret(status, None, None, body.as_bytes(), hidden).unwrap_err();
+        let padding = " ".repeat(QUOTED_BYTES - 7);
+        for (status, body, expected) in [
+            // Wrapped across lines, as a page wraps its text.
+            (403, "<pre>denied: correct\n horse+battery/staple</pre>".to_string(), "<pre>denied: [REDACTED]</pre>"),
+            // As .NET's JSON writer escapes it, and as Python's quote() writes it in a link.
+            (401, r#"{"passphrase":"correct horse\u002Bbattery/staple"}"#.into(), r#"{"passphrase":"[REDACTED]"}"#),
+            (
+                302,
+                "<a href=\"/?s=1e/x7iu%2BACD%3D&p=correct%20horse%2Bbattery/staple\">".into(),
+                "<a href=\"/?s=[REDACTED]&p=[REDACTED]\">",
+            ),
+            // Where the body is cut to be read, after white space that the line joins.
+            (502, format!("{padding}weex_33db7430 denied"), "..."),
+        ] {
+            let ApiError::Http { snippet, .. } = error(status, &body) else { panic!("{body}") };
+            assert_eq!(snippet, expected);
+        }
+        // A message is read whole, however much white space it begins with.
+        let message = error(400, &format!(r#"{{"code":"40012","msg":"{padding}weex_33db7430 wrong"}}"#));
+        assert!(message.to_string().ends_with("passphrase): [REDACTED] wrong"), "{message}");
+        // A code that is part of a credential would be a label value; a documented one never is.
+        assert_eq!(error(400, r#"{"code":"correct","msg":"x"}"#).exchange_code(), Some(OTHER_CODE));
+        assert_eq!(message.exchange_code(), Some("40012"));
     }
 
     #[test]

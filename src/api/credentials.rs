@@ -34,39 +34,62 @@ pub struct Credentials {
 /// What replaces a credential in a text from outside.
 pub const REDACTED: &str = "[REDACTED]";
 
+/// The longest credential taken: longer ones are refused at start. Real ones are tens of bytes.
+pub const MAX_CREDENTIAL_BYTES: usize = 1024;
+
+/// The longest form of a credential [`Credentials::redact`] knows, in characters: at most six
+/// for each of its bytes (`\u002b` for `+`).
+pub const LONGEST_FORM_CHARS: usize = 6 * MAX_CREDENTIAL_BYTES;
+
 impl Credentials {
     /// `text` with every occurrence of these credentials and of `signature` replaced by
     /// [`REDACTED`], also as a JSON string may write them (`/` as `\/`, quotes and controls
-    /// escaped, `<`, `>` and `&` as Go escapes them) and as a page may (see `page_forms`). For
-    /// texts from outside that may echo the request: a proxy's error page, an exchange's message
-    /// (decoded, so that any escape of it is undone).
+    /// escaped, `<`, `>` and `&` as Go escapes them, and as .NET does) and as a
+    /// page may (see `page_forms`), each with its runs of spaces as one (as the text is quoted).
+    /// For texts from outside that may echo the request: a proxy's error page, an exchange's
+    /// message (decoded, so that any escape of it is undone).
     pub fn redact(&self, text: &str, signature: &str) -> String {
         let secrets = [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature];
         let escaped = secrets.iter().flat_map(|secret| {
             let json = serde_json::to_string(secret).unwrap_or_default();
             let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned();
             let go = json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
-            [secret.replace('/', "\\/"), json, go].into_iter().chain(page_forms(secret))
+            [secret.to_string(), secret.replace('/', "\\/"), json, go, dotnet_json(secret)]
+                .into_iter()
+                .chain(page_forms(secret))
         });
-        let escaped: Vec<String> = escaped.collect();
-        let mut all: Vec<&str> =
-            secrets.into_iter().chain(escaped.iter().map(String::as_str)).filter(|s| !s.is_empty()).collect();
+        let escaped: Vec<String> =
+            escaped.map(|form| form.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")).collect();
+        let mut all: Vec<&str> = escaped.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
         // Longest first, so that a secret holding another is replaced whole; each form once.
         all.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
         all.dedup();
         all.into_iter().fold(text.to_owned(), |text, secret| text.replace(secret, REDACTED))
     }
 
-    /// Whether `text` is one of these credentials or `signature`, whole.
-    pub fn is_secret(&self, text: &str, signature: &str) -> bool {
-        [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature].contains(&text)
+    /// Whether `text` is part of one of these credentials or of `signature`.
+    pub fn is_part_of_one(&self, text: &str, signature: &str) -> bool {
+        [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature]
+            .iter()
+            .any(|s| s.contains(text))
     }
+}
+
+/// `secret` as .NET's JSON writer writes a string by default: `\` doubled, and the signs HTML
+/// gives a meaning to, `+` and `` ` `` as `\u00XX` in capitals.
+fn dotnet_json(secret: &str) -> String {
+    let escape = |c: char| match c {
+        '\\' => "\\\\".to_string(),
+        '"' | '&' | '\'' | '+' | '<' | '>' | '`' => format!("\\u{:04X}", u32::from(c)),
+        _ => c.to_string(),
+    };
+    secret.chars().map(escape).collect()
 }
 
 /// How a page may write `secret`: HTML-escaped (as named entities, as Go's `html` package and
 /// as Python's `html.escape` write quotes), and percent-encoded in a URL (hex in upper and in
-/// lower case, a space as `+` in a form, and `!*'()` kept as JavaScript's `encodeURIComponent`
-/// keeps them).
+/// lower case, a space as `+` in a form, `!*'()` kept as JavaScript's `encodeURIComponent`
+/// keeps them, and `/` as Python's `quote` keeps it).
 fn page_forms(secret: &str) -> Vec<String> {
     let html = |quote: &str, apostrophe: &str| {
         [('&', "&amp;"), ('<', "&lt;"), ('>', "&gt;"), ('"', quote), ('\'', apostrophe)]
@@ -91,6 +114,7 @@ fn page_forms(secret: &str) -> Vec<String> {
         url(b"", "%20", true),
         url(b"", "+", false),
         url(b"!*'()", "%20", false),
+        url(b"/", "%20", false),
     ]
 }
 

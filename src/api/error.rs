@@ -146,6 +146,11 @@ pub fn is_auth_code(code: &str) -> bool {
     CODES.iter().any(|(known, _, auth)| *known == code && *auth)
 }
 
+/// Whether the exchange documents the code.
+pub fn is_documented_code(code: &str) -> bool {
+    CODES.iter().any(|(known, ..)| *known == code)
+}
+
 /// What the code means, or "undocumented code".
 pub fn code_meaning(code: &str) -> &'static str {
     CODES.iter().find(|(known, ..)| *known == code).map_or("undocumented code", |(_, meaning, _)| *meaning)

@@ -403,7 +403,9 @@ fn credential_from_env(var: &'static str, env: Env) -> Result<Option<Secret>, Co
 /// left by an editor), a byte-order mark or a space at either end (copied along) would fail
 /// every request; worse, the key and the passphrase travel in HTTP headers, and a server that
 /// trims or re-encodes one before quoting it in an error would quote a text the log's redaction
-/// does not know. So each is refused at start, naming where it is.
+/// does not know. So each is refused at start, naming where it is; so is one over
+/// [`MAX_CREDENTIAL_BYTES`](crate::api::credentials::MAX_CREDENTIAL_BYTES), whose forms an error
+/// quoting the exchange could not be checked for.
 pub(crate) fn plain_credential(credential: Secret, origin: &str) -> Result<Secret, ConfigError> {
     let text = credential.expose();
     let problem = if text.bytes().any(|b| b.is_ascii_control()) {
@@ -412,6 +414,8 @@ pub(crate) fn plain_credential(credential: Secret, origin: &str) -> Result<Secre
         "holds a character that is not ASCII (a byte-order mark an editor wrote, say)"
     } else if text.starts_with(' ') || text.ends_with(' ') {
         "has a space at its start or end"
+    } else if text.len() > crate::api::credentials::MAX_CREDENTIAL_BYTES {
+        "is longer than 1 KiB, which no credential of the exchange is"
     } else {
         return Ok(credential);
     };

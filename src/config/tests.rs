@@ -293,6 +293,7 @@ fn a_credential_with_a_space_at_an_end_or_a_character_beyond_ascii_is_refused_at
             "holds a character that is not ASCII (a byte-order mark an editor wrote, say)",
         ),
         ("CAPI_API_KEY", "kéy", "holds a character that is not ASCII (a byte-order mark an editor wrote, say)"),
+        ("CAPI_API_SECRET", &"s".repeat(1025), "is longer than 1 KiB, which no credential of the exchange is"),
     ] {
         let mut given = vec![("CAPI_API_KEY", "key"), ("CAPI_API_SECRET", "secret"), ("CAPI_API_PASSPHRASE", "pass")];
         given.retain(|(name, _)| *name != variable);
