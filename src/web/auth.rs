@@ -44,6 +44,11 @@ impl PasswordHash {
             Some(_) => Ok(PasswordHash(text)),
         }
     }
+
+    /// The bcrypt cost, which sets how long a check takes.
+    pub(crate) fn cost(&self) -> u32 {
+        self.0.parse::<bcrypt::HashParts>().map_or(0, |parts| parts.get_cost())
+    }
 }
 
 impl fmt::Debug for PasswordHash {
@@ -76,7 +81,8 @@ type CacheMac = Hmac<Sha256>;
 pub(crate) struct BasicAuth {
     users: BTreeMap<String, PasswordHash>,
     /// Checked instead of a user's hash for an unknown user, so the answer takes as long as for
-    /// a known one and does not tell which users exist.
+    /// a known one and does not tell which users exist: the costliest of the users' hashes (users
+    /// of lower costs still answer sooner, which the web config's warnings say).
     decoy: PasswordHash,
     /// `None` if the system had no randomness to give: then nothing is remembered.
     cache_key: Option<[u8; 32]>,
@@ -104,7 +110,7 @@ impl BasicAuth {
 
     /// `None` when there are no users, which means no authentication.
     pub(crate) fn new(users: &BTreeMap<String, PasswordHash>) -> Option<BasicAuth> {
-        let decoy = users.values().next()?.clone();
+        let decoy = users.values().max_by_key(|hash| hash.cost())?.clone();
         Some(BasicAuth {
             users: users.clone(),
             decoy,

@@ -68,11 +68,13 @@ impl WebConfig {
         if raw.http_server_config.as_ref().and_then(|http| http.http2) == Some(true) {
             warnings.push("http_server_config.http2 is not honoured: this server speaks HTTP/1.1 only".into());
         }
+        let users = users(raw.basic_auth_users.unwrap_or_default().0)?;
+        warnings.extend(cost_warning(&users));
         Ok(WebConfig {
             file: None,
             tls: raw.tls_server_config.map(|tls| tls_settings(tls, base_dir)).transpose()?.flatten(),
             headers: headers(raw.http_server_config.and_then(|http| http.headers).unwrap_or_default())?,
-            users: users(raw.basic_auth_users.unwrap_or_default().0)?,
+            users,
             rate_limit: raw.rate_limit.map(rate_limit).transpose()?.flatten(),
             warnings,
         })
@@ -332,6 +334,16 @@ fn header(name: &str, value: &str) -> Result<Option<(HeaderName, HeaderValue)>, 
     let header_name =
         HeaderName::from_bytes(name.as_bytes()).map_err(|_| problem(format!("{name:?} is not a header")))?;
     Ok(Some((header_name, header_value)))
+}
+
+/// Users whose hashes have different costs can be told from unknown ones by how soon a refused
+/// login is answered: an unknown user's check costs as much as the costliest hash.
+fn cost_warning(users: &BTreeMap<String, PasswordHash>) -> Option<String> {
+    let costs = users.values().map(PasswordHash::cost);
+    let (lowest, highest) = (costs.clone().min()?, costs.max()?);
+    (lowest != highest).then(|| format!(
+        "basic_auth_users: the hashes have bcrypt costs from {lowest} to {highest}; a refused login of a user whose cost is lower is answered sooner, which tells that the user exists: hash every password with one cost"
+    ))
 }
 
 fn users(raw: Vec<(String, String)>) -> Result<BTreeMap<String, PasswordHash>, WebError> {

@@ -64,9 +64,19 @@ impl WebStack {
             None => None,
         };
         for warning in settings.config.iter().flat_map(|config| &config.warnings) {
-            warn!(problem = %warning, "the web config asks for something that is not honoured as written");
+            warn!(problem = %warning, "the web config needs a look");
         }
         let (router, auth) = super::pipeline::wrap(routes, &settings, before.and_then(|stack| stack.auth.as_ref()));
+        // A file caught while it was being written, or a section commented out, reads as no
+        // protection at all, as in exporter-toolkit; such a change is said, not made quietly.
+        if before.is_some_and(|before| before.tls.is_some()) && tls.is_none() {
+            warn!("the reloaded web config has no TLS: connections are plain HTTP from now on");
+        }
+        if before.is_some_and(|before| before.auth.is_some()) && auth.is_none() {
+            warn!(
+                "the reloaded web config has no basic_auth_users: requests are answered without a password from now on"
+            );
+        }
         Ok(Arc::new(Self { router, tls, auth, settings }))
     }
 }

@@ -363,6 +363,15 @@ async fn the_lifecycle_endpoint_reloads_the_web_config_and_answers_with_the_prob
     let page = metrics("second").await.unwrap().text().await.unwrap();
     assert_eq!(reload_ok(&Scrape::parse(&page)), Some(0.0), "{page}");
     assert!(exporter.log().contains("cannot reload the configuration"), "{}", exporter.log());
+
+    // An empty file (caught while it was written) means no protection, as in exporter-toolkit:
+    // said in the log, not done quietly.
+    std::fs::write(&web, "").unwrap();
+    assert_eq!(request(reqwest::Method::POST, "/-/reload", "second").await.unwrap().status(), 200);
+    assert_eq!(client.get(format!("{}/metrics", exporter.url)).send().await.unwrap().status(), 200);
+    let warning =
+        "the reloaded web config has no basic_auth_users: requests are answered without a password from now on";
+    assert!(exporter.log().contains(warning), "{}", exporter.log());
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -147,6 +147,16 @@ async fn at_shutdown_the_waiting_checks_end_at_once() {
 }
 
 #[test]
+fn an_unknown_user_is_checked_against_the_costliest_hash() {
+    let users: BTreeMap<String, PasswordHash> = [("alice", cheap_hash("x")), ("bob", bcrypt::hash("y", 5).unwrap())]
+        .into_iter()
+        .map(|(user, hash)| (user.to_string(), PasswordHash::parse(hash).unwrap()))
+        .collect();
+    let auth = BasicAuth::new(&users).unwrap();
+    assert_eq!(auth.decoy.cost(), 5, "alice comes first, and costs less");
+}
+
+#[test]
 fn costly_hashes_are_refused_with_the_reason() {
     assert!(PasswordHash::parse(bcrypt::hash("x", MAX_BCRYPT_COST).unwrap()).is_ok());
     let costly = cheap_hash("x").replacen("$04$", "$31$", 1);

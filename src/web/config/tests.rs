@@ -87,6 +87,17 @@ http_server_config:
 }
 
 #[test]
+fn users_of_different_bcrypt_costs_are_warned_of() {
+    let (cheap, dearer) = (cheap_hash("x"), bcrypt::hash("y", 5).unwrap());
+    let text = format!("basic_auth_users:\n  alice: '{cheap}'\n  bob: '{dearer}'\n");
+    let config = WebConfig::parse(&text, Path::new("/")).unwrap();
+    let warning = "basic_auth_users: the hashes have bcrypt costs from 4 to 5; a refused login of a user whose cost is lower is answered sooner, which tells that the user exists: hash every password with one cost";
+    assert_eq!(config.warnings, [warning]);
+    let same = WebConfig::parse(&format!("basic_auth_users:\n  alice: '{cheap}'\n  bob: '{cheap}'\n"), Path::new("/"));
+    assert!(same.unwrap().warnings.is_empty());
+}
+
+#[test]
 fn users_are_unique_and_free_of_colons() {
     let hash = cheap_hash("x");
     let twice = problem(&format!("basic_auth_users:\n  alice: '{hash}'\n  bob: '{hash}'\n  alice: '{hash}'\n"));
