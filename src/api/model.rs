@@ -248,8 +248,35 @@ impl Collateral {
     /// The coin id as a number: how the ledger check finds a coin's records. `None` when absent
     /// or not digits.
     pub fn coin_number(&self) -> Option<u64> {
-        self.coin_id.as_deref()?.parse().ok()
+        coin_number(&self.coin_id)
     }
+
+    /// What tells the record from the account's others: its coin, margin mode, cross contract and
+    /// isolated position (the labels of its series).
+    pub fn identity(&self) -> [&str; 4] {
+        [&self.coin_id, &self.margin_mode, &self.cross_contract_id, &self.isolated_position_id].map(or_empty)
+    }
+}
+
+impl Position {
+    pub fn coin_number(&self) -> Option<u64> {
+        coin_number(&self.coin_id)
+    }
+
+    /// What tells the position from the account's others: its coin, contract, side, margin mode
+    /// and id (the labels of its series).
+    pub fn identity(&self) -> [&str; 5] {
+        [&self.coin_id, &self.contract_id, &self.side, &self.margin_mode, &self.id].map(or_empty)
+    }
+}
+
+fn coin_number(coin_id: &Option<String>) -> Option<u64> {
+    coin_id.as_deref()?.parse().ok()
+}
+
+/// A text field, empty when absent.
+pub fn or_empty(value: &Option<String>) -> &str {
+    value.as_deref().unwrap_or("")
 }
 
 /// The account record (spec 2.3) with its per-contract settings, keyed by futures id.
@@ -299,11 +326,34 @@ pub fn decode_account_info(
             "not a coin id (digits); the ledger check leaves the record out",
         );
     }
+    let positions = decode_list(positions, "position", problems, Position::decode)?;
+    // Two records under one identity would be one series: the page shows one of them.
+    for _ in repeated(collateral.iter().map(Collateral::identity)) {
+        let detail = "another record has the same coin, margin mode, cross contract and isolated position; one of them is shown (a liquidating one first)";
+        DecodeProblem::note(problems, "collateral", "isolated_position_id", detail);
+    }
+    for _ in repeated(positions.iter().map(Position::identity)) {
+        let detail = "another position has the same coin, contract, side, margin mode and id; one of them is shown";
+        DecodeProblem::note(problems, "position", "id", detail);
+    }
     Ok(AccountInfo {
         account: account.map(|a| decode_account(&a, problems)).transpose()?,
         collateral,
-        positions: decode_list(positions, "position", problems, Position::decode)?,
+        positions,
         version,
+    })
+}
+
+/// Each item that an earlier one equals.
+fn repeated<T: Ord>(items: impl Iterator<Item = T>) -> impl Iterator<Item = T> {
+    let mut seen = std::collections::BTreeSet::new();
+    items.filter_map(move |item| {
+        if seen.contains(&item) {
+            Some(item)
+        } else {
+            seen.insert(item);
+            None
+        }
     })
 }
 
@@ -588,6 +638,22 @@ mod tests {
         assert_eq!(info.collateral.len(), 3);
         let said: Vec<(&str, &str, &str)> = problems.iter().map(|p| (p.record, p.field.as_str(), p.detail)).collect();
         assert_eq!(said, [("collateral", "coin_id", "not a coin id (digits); the ledger check leaves the record out")]);
+    }
+
+    #[test]
+    fn records_under_one_identity_are_said_to_be_shown_as_one() {
+        let isolated = r#"{"coin_id": 2, "margin_mode": "ISOLATED", "isolated_position_id": "7""#;
+        let text = format!(
+            r#"{{"collateral": [{isolated}, "amount": "1"}}, {isolated}, "amount": "2"}}, {isolated}}}],
+                "position": [{{"id": "", "side": "LONG"}}, {{"id": "", "side": "SHORT"}}, {{"id": "", "side": "LONG"}}]}}"#
+        );
+        let (info, problems) = account_info(&text);
+        assert_eq!((info.collateral.len(), info.positions.len()), (3, 3), "every record is kept");
+        let said: Vec<(&str, &str)> = problems.iter().map(|p| (p.record, p.field.as_str())).collect();
+        assert_eq!(
+            said,
+            [("collateral", "isolated_position_id"), ("collateral", "isolated_position_id"), ("position", "id")]
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@
 
 use super::format::{Family, Lines, RenderedLabels};
 use crate::api::fields::Millis;
-use crate::api::model::{Account, AccountInfo, ByContract};
+use crate::api::model::{or_empty, Account, AccountInfo, ByContract};
 use crate::api::model::{AccountFields, Collateral, FeeSetting, LeverageSetting, Position};
 use crate::api::Coins;
 use crate::snapshot::counters::{FlowKey, Loss};
@@ -108,12 +108,12 @@ impl<'a> View<'a> {
         let info = account.map(|a| {
             let f = &a.fields;
             let labels = [
-                ("account_id", text(&f.id)),
-                ("user_id", text(&f.user_id)),
-                ("client_account_id", text(&f.client_account_id)),
-                ("status", text(&f.status)),
-                ("extra_type", text(&f.extra_type)),
-                ("extra_data_json", text(&f.extra_data_json)),
+                ("account_id", or_empty(&f.id)),
+                ("user_id", or_empty(&f.user_id)),
+                ("client_account_id", or_empty(&f.client_account_id)),
+                ("status", or_empty(&f.status)),
+                ("extra_type", or_empty(&f.extra_type)),
+                ("extra_data_json", or_empty(&f.extra_data_json)),
             ];
             ((&self.account, labels), 1.0)
         });
@@ -159,9 +159,9 @@ impl<'a> View<'a> {
             a.mode_settings.iter().map(|(contract, m)| {
                 let labels = [
                     ("contract_id", contract.as_str()),
-                    ("margin_mode", text(&m.margin_mode)),
-                    ("separated_mode", text(&m.separated_mode)),
-                    ("position_mode", text(&m.position_mode)),
+                    ("margin_mode", or_empty(&m.margin_mode)),
+                    ("separated_mode", or_empty(&m.separated_mode)),
+                    ("position_mode", or_empty(&m.position_mode)),
                 ];
                 ((&self.account, labels), 1.0)
             })
@@ -169,14 +169,20 @@ impl<'a> View<'a> {
         lines.family(&CONTRACT_MODE, modes);
     }
 
+    /// Of records under the same labels, the one from its coin's own answer is shown, and of
+    /// those a liquidating one: another coin's answer may be older, and a liquidation must show.
     fn write_collateral(&self, lines: &mut Lines) {
-        let rows = self.coins().flat_map(|(_, info)| info.collateral.iter()).map(|c| {
+        let mut records: Vec<(u64, &Collateral)> =
+            self.coins().flat_map(|(coin, info)| info.collateral.iter().map(move |c| (coin, c))).collect();
+        records.sort_by_key(|(coin, c)| (c.coin_number() != Some(*coin), c.is_liquidating != Some(true)));
+        let rows = records.into_iter().map(|(_, c)| {
+            let [coin_id, margin_mode, cross_contract_id, isolated_position_id] = c.identity();
             let labels = [
-                ("coin", self.coin_name(text(&c.coin_id))),
-                ("coin_id", text(&c.coin_id)),
-                ("margin_mode", text(&c.margin_mode)),
-                ("cross_contract_id", text(&c.cross_contract_id)),
-                ("isolated_position_id", text(&c.isolated_position_id)),
+                ("coin", self.coin_name(coin_id)),
+                ("coin_id", coin_id),
+                ("margin_mode", margin_mode),
+                ("cross_contract_id", cross_contract_id),
+                ("isolated_position_id", isolated_position_id),
             ];
             (RenderedLabels::new(&(&self.account, labels)), c)
         });
@@ -184,15 +190,20 @@ impl<'a> View<'a> {
         write_record_fields(lines, COLLATERAL_GAUGES, &rows.iter().map(|(l, c)| (l, *c)).collect::<Vec<_>>());
     }
 
+    /// Of positions under the same labels, the one from its coin's own answer is shown.
     fn write_positions(&self, lines: &mut Lines) {
-        let rows = self.coins().flat_map(|(_, info)| info.positions.iter()).map(|p| {
+        let mut positions: Vec<(u64, &Position)> =
+            self.coins().flat_map(|(coin, info)| info.positions.iter().map(move |p| (coin, p))).collect();
+        positions.sort_by_key(|(coin, p)| p.coin_number() != Some(*coin));
+        let rows = positions.into_iter().map(|(_, p)| {
+            let [coin_id, contract_id, side, margin_mode, position_id] = p.identity();
             let labels = [
-                ("coin", self.coin_name(text(&p.coin_id))),
-                ("coin_id", text(&p.coin_id)),
-                ("contract_id", text(&p.contract_id)),
-                ("side", text(&p.side)),
-                ("margin_mode", text(&p.margin_mode)),
-                ("position_id", text(&p.id)),
+                ("coin", self.coin_name(coin_id)),
+                ("coin_id", coin_id),
+                ("contract_id", contract_id),
+                ("side", side),
+                ("margin_mode", margin_mode),
+                ("position_id", position_id),
             ];
             (RenderedLabels::new(&(&self.account, labels)), p)
         });
@@ -200,9 +211,9 @@ impl<'a> View<'a> {
         write_record_fields(lines, POSITION_GAUGES, &rows.iter().map(|(l, p)| (l, *p)).collect::<Vec<_>>());
         let info = rows.iter().map(|(labels, p)| {
             let extra = [
-                ("separated_mode", text(&p.separated_mode)),
-                ("separated_open_order_id", text(&p.separated_open_order_id)),
-                ("account_id", text(&p.account_id)),
+                ("separated_mode", or_empty(&p.separated_mode)),
+                ("separated_open_order_id", or_empty(&p.separated_open_order_id)),
+                ("account_id", or_empty(&p.account_id)),
             ];
             ((labels, extra), 1.0)
         });
@@ -453,14 +464,10 @@ fn contract_rows<'a, T>(
 
 /// The rows with distinct label sets, the first of each. Two records with the same labels (the
 /// same position in two coins' answers, say) would make duplicate series, and Prometheus rejects
-/// a whole scrape that has any.
+/// a whole scrape that has any. (Two in one answer are counted as a decode problem.)
 fn unique<'a, R>(rows: impl IntoIterator<Item = (RenderedLabels, &'a R)>) -> Vec<(RenderedLabels, &'a R)> {
     let mut seen = std::collections::HashSet::new();
     rows.into_iter().filter(|(labels, _)| seen.insert(labels.clone())).collect()
-}
-
-fn text(value: &Option<String>) -> &str {
-    value.as_deref().unwrap_or("")
 }
 
 #[cfg(test)]
@@ -509,6 +516,35 @@ mod tests {
         View::new("main", &snapshot, now - 60_000, &Coins::default()).write(&mut lines);
         let text = String::from_utf8(lines.finish().0.to_vec()).unwrap();
         assert_eq!(text.matches("capi_position_size{").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_record_shows_its_own_coins_answer_and_of_two_alike_the_liquidating_one() {
+        let usdt = |amount: i64, liquidating: bool| Collateral {
+            coin_id: Some("2".into()),
+            margin_mode: Some("ISOLATED".into()),
+            isolated_position_id: Some("10000001".into()),
+            amount: Some(amount.into()),
+            is_liquidating: Some(liquidating),
+            ..Collateral::default()
+        };
+        // Coin 1's answer also lists the USDT record, as it was a while ago; USDT's own answer
+        // lists two records under the same labels, the second liquidating.
+        let btc = AccountInfo { collateral: vec![usdt(777, false)], ..Default::default() };
+        let own = AccountInfo { collateral: vec![usdt(100, false), usdt(250, true)], ..Default::default() };
+        let now = local_now_ms();
+        let snapshot = AccountSnapshot {
+            coins: [(1, Arc::new(btc)), (2, Arc::new(own))].into(),
+            fetched_at_ms: [(1, now), (2, now)].into(),
+            ..AccountSnapshot::default()
+        };
+        let mut lines = Lines::default();
+        View::new("main", &snapshot, now - 60_000, &Coins::default()).write(&mut lines);
+        let text = String::from_utf8(lines.finish().0.to_vec()).unwrap();
+        let labels = r#"{account="main",coin="USDT",coin_id="2",margin_mode="ISOLATED",cross_contract_id="",isolated_position_id="10000001"}"#;
+        assert!(text.contains(&format!("capi_collateral_amount{labels} 250\n")), "{text}");
+        assert!(text.contains(&format!("capi_collateral_is_liquidating{labels} 1\n")), "{text}");
+        assert_eq!(text.matches("capi_collateral_amount{").count(), 1, "{text}");
     }
 
     #[test]
