@@ -302,7 +302,8 @@ async fn serve_connection(
         if before(deadline, answered_plain_http(&mut stream)).await? {
             return Ok(None);
         }
-        before(deadline, TlsAcceptor::from(tls.current()).accept(timed(stream))).await.map(Some)
+        let config = tls.current().await;
+        before(deadline, TlsAcceptor::from(config).accept(timed(stream))).await.map(Some)
     };
     let tls_stream = tokio::select! {
         result = handshake => match result {

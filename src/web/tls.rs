@@ -6,9 +6,11 @@
 //! same, looking at the files' size, times and inode at most once a second and loading them again
 //! when one changed. Files that cannot be loaded are logged, and the certificate loaded before
 //! goes on serving: a half-written renewal must not take the exporter off the air; they are tried
-//! again at every look until they load. The files are looked at on a thread of their own, never
-//! by a connection, which takes the configuration loaded last: a mount that hangs (NFS, a CSI
-//! driver) holds up no connection.
+//! again at every look until they load. The connection that finds a look due waits for it, so a
+//! change counts from the first connection after it however long none came (a client CA taken
+//! away lets no client in once more); the look runs on a blocking thread and is waited for a
+//! second at most: a mount that hangs (NFS, a CSI driver) holds up one connection that long, and
+//! no other.
 
 use rustls::crypto::{CryptoProvider, SupportedKxGroup, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
@@ -153,7 +155,7 @@ struct Loaded {
     /// The files as they were when they last failed to load, not to warn twice of the same.
     failed: Option<Vec<Option<FileStamp>>>,
     looked_at: Instant,
-    /// Whether a thread is looking at the files now: one at a time.
+    /// Whether a look at the files is under way: one at a time.
     looking: bool,
 }
 
@@ -170,6 +172,8 @@ struct FileStamp {
 
 /// How often the files are looked at, at most.
 const LOOK_AT_FILES_EVERY: Duration = Duration::from_secs(1);
+/// How long a connection waits for a look at the files (a hung network file system, say).
+const LOOK_WAIT: Duration = Duration::from_secs(1);
 
 impl ServerTls {
     /// Loads the files; an error names the field and the file, never a key's content.
@@ -181,19 +185,35 @@ impl ServerTls {
         Ok(Self { settings, loaded: Mutex::new(loaded) })
     }
 
-    /// The configuration for a new connection: the one loaded last. Once a second at most, this
-    /// also starts a look at the files, whose outcome serves the connections after it.
-    pub(crate) fn current(self: &Arc<Self>) -> Arc<ServerConfig> {
-        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
-        if !loaded.looking && loaded.looked_at.elapsed() >= LOOK_AT_FILES_EVERY {
+    /// The configuration for a new connection. Once a second at most, the files are looked at
+    /// first (on a blocking thread, waited for [`LOOK_WAIT`] at most), so that a renewed
+    /// certificate or a client CA taken away counts from the first connection after the change,
+    /// however long none came. One look at a time: the connections meanwhile get the
+    /// configuration loaded before.
+    pub(crate) async fn current(self: &Arc<Self>) -> Arc<ServerConfig> {
+        if self.start_look() {
             let this = self.clone();
-            match std::thread::Builder::new().name("tls-files".into()).spawn(move || this.look_at_files()) {
-                Ok(_) => loaded.looking = true,
-                Err(error) => warn!(%error, "cannot look at the TLS files for a renewal; trying again later"),
+            let look = tokio::task::spawn_blocking(move || this.look_at_files());
+            if tokio::time::timeout(LOOK_WAIT, look).await.is_err() {
+                warn!("looking at the TLS files took over a second; connections get the configuration loaded before until it ends");
             }
-            loaded.looked_at = Instant::now();
         }
-        loaded.config.clone()
+        self.loaded_config()
+    }
+
+    /// The configuration loaded last.
+    fn loaded_config(&self) -> Arc<ServerConfig> {
+        self.loaded.lock().unwrap_or_else(PoisonError::into_inner).config.clone()
+    }
+
+    /// Whether a look at the files is due, and if so marks it begun.
+    fn start_look(&self) -> bool {
+        let mut loaded = self.loaded.lock().unwrap_or_else(PoisonError::into_inner);
+        let due = !loaded.looking && loaded.looked_at.elapsed() >= LOOK_AT_FILES_EVERY;
+        if due {
+            (loaded.looking, loaded.looked_at) = (true, Instant::now());
+        }
+        due
     }
 
     /// Loads the files again if they changed since they were last loaded.

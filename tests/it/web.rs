@@ -237,6 +237,23 @@ async fn require_and_verify_client_cert_takes_only_certificates_from_the_ca() {
 }
 
 #[tokio::test]
+async fn a_client_ca_taken_away_lets_no_client_in_once_more() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let text = format!("{TLS}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n");
+    let server = Server::start(dir.config(&text)).await;
+    // A client of its own for each connection.
+    let ours = || client(&pki, Some(&pki.client_identity));
+    assert!(get_page(&ours(), &server.https()).await.is_ok());
+    dir.write("ca.crt", &Pki::new().ca);
+    // The files are looked at once a second at most: the first connection a second after the
+    // last look, however long after the change, is the one that must be refused.
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    assert!(get_page(&ours(), &server.https()).await.is_err(), "the first connection after the change");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn verify_client_cert_if_given_lets_clients_without_one_in() {
     let pki = Pki::new();
     let dir = ConfigDir::new(&pki);

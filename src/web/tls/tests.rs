@@ -7,7 +7,7 @@ use rustls::ProtocolVersion;
 fn build(dir: &TempDir, text: &str) -> Result<Arc<ServerConfig>, String> {
     let config = WebConfig::parse(text, dir.path()).map_err(|error| error.to_string())?;
     let tls = config.server_tls().map_err(|error| error.to_string())?;
-    Ok(Arc::new(tls.expect("TLS is on")).current())
+    Ok(tls.expect("TLS is on").loaded_config())
 }
 
 fn settings(dir: &TempDir, text: &str) -> TlsSettings {
