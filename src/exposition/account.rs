@@ -62,7 +62,7 @@ const COUNTING_START: Family = Family::gauge(
 
 const LEDGER_DIFFERENCE: Family = Family::gauge(
     "capi_ledger_difference",
-    "The ledger check, in the coin's unit: how much the exchange's running total (field, a cum_* of the collateral records) moved since the comparison began, minus what the counted bills of its business type (all fill fees for cum_position_fill_fee_amount) account for, each side by its magnitude until the two first agree, then with the sign it had then; compared only up to settled time; 0 when the two views agree; for a total that only grows, above 0 when bills are missing",
+    "The ledger check, in the coin's unit: how much the exchange's running total (field, a cum_* of the collateral records) moved since the comparison began, minus what the counted bills of its business type (all fill fees for cum_position_fill_fee_amount) account for, each side by its magnitude until two comparisons that agree show which way each runs, then with that sign; compared only up to settled time; 0 when the two views agree; for a total that only grows, above 0 when bills are missing",
 );
 
 /// One account's latest snapshot, and what counts as fresh in it.

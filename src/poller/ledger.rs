@@ -15,11 +15,12 @@
 //! The API does not say whether a withdrawal total grows while its bills are negative, or
 //! whether funding is kept signed. So each side is first taken by its magnitude: `|change of the
 //! total| - |signed sum of its bills|`, which holds for a total that follows the signed sum of its
-//! bills or its negative, and for one that adds the magnitudes of bills that share one sign. The
-//! first comparison where the two agree, with bills summing to something other than zero, shows
-//! which way each side runs: from then on each is taken with the sign it had then. For a type
-//! whose bills have one sign nothing changes; for funding and fill fees (paid and received), a
-//! missed bill then shows as its exact amount, where by magnitude a few could cancel out.
+//! bills or its negative, and for one that adds the magnitudes of bills that share one sign.
+//! Comparisons where the two agree, with bills summing to something other than zero, show which
+//! way each side runs (two of them, see [`Signs`]): from then on each is taken with its sign. For
+//! a type whose bills have one sign nothing changes; for funding and fill fees (paid and
+//! received), a missed bill then shows as its exact amount, where by magnitude a few could
+//! cancel out.
 //!
 //! Several records of one coin (isolated positions have their own) are compared as one: a record
 //! that appears after the comparison began counts from zero when it was created since; one that
@@ -99,18 +100,29 @@ const MAX_HIDDEN: usize = 16;
 
 /// A value per running total, in the order of [`RUNNING_TOTALS`]: a fixed array, since a
 /// map keyed by field names took a quarter of the exporter's memory at 1,000 accounts. Saved as
-/// a map from field name to decimal text; a name that is no running total is refused.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Totals([Option<Decimal>; RUNNING_TOTALS.len()]);
+/// a map from field name to value; a name that is no running total is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PerTotal<T>([Option<T>; RUNNING_TOTALS.len()]);
+
+/// A sum per running total.
+type Totals = PerTotal<Decimal>;
+
+impl<T> Default for PerTotal<T> {
+    fn default() -> Self {
+        Self(std::array::from_fn(|_| None))
+    }
+}
+
+impl<T: Copy> PerTotal<T> {
+    fn values(&self) -> impl Iterator<Item = (usize, T)> + '_ {
+        self.0.iter().enumerate().filter_map(|(i, value)| Some((i, (*value)?)))
+    }
+}
 
 impl Totals {
     /// Each running total a record shows.
     fn of(collateral: &Collateral) -> Self {
         Self(RUNNING_TOTALS.map(|total| (total.read)(collateral)))
-    }
-
-    fn values(&self) -> impl Iterator<Item = (usize, Decimal)> + '_ {
-        self.0.iter().enumerate().filter_map(|(i, value)| Some((i, (*value)?)))
     }
 
     /// Adds to a sum. Saturating: values near the decimal range's end are not the exchange's,
@@ -127,22 +139,75 @@ impl Totals {
     }
 }
 
-impl Serialize for Totals {
+impl<T: Copy + Serialize> Serialize for PerTotal<T> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.collect_map(self.values().map(|(i, value)| (RUNNING_TOTALS[i].field, value)))
     }
 }
 
-impl<'de> Deserialize<'de> for Totals {
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for PerTotal<T> {
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut totals = Totals::default();
-        for (field, value) in BTreeMap::<String, Decimal>::deserialize(deserializer)? {
+        let mut per_total = PerTotal::default();
+        for (field, value) in BTreeMap::<String, T>::deserialize(deserializer)? {
             let Some(i) = RUNNING_TOTALS.iter().position(|total| total.field == field) else {
                 return Err(serde::de::Error::custom(format!("{field:?} is no running total this exporter compares")));
             };
-            totals.0[i] = Some(value);
+            per_total.0[i] = Some(value);
         }
-        Ok(totals)
+        Ok(per_total)
+    }
+}
+
+/// Which way a value runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+enum Sign {
+    #[serde(rename = "+")]
+    Up,
+    #[serde(rename = "-")]
+    Down,
+}
+
+impl Sign {
+    /// Down for a value below zero.
+    fn of(value: Decimal) -> Self {
+        if value.is_sign_negative() && !value.is_zero() {
+            Sign::Down
+        } else {
+            Sign::Up
+        }
+    }
+
+    /// `value` times this sign (never overflows: a decimal's range is symmetric).
+    fn times(self, value: Decimal) -> Decimal {
+        match self {
+            Sign::Up => value,
+            Sign::Down => -value,
+        }
+    }
+}
+
+/// Which way a running total and its bills run, as comparisons that agreed showed it: the sign
+/// the total's change and the bills' sum had at the first of them. It counts once a later one
+/// agrees, with another sum of bills, in the same relation (the two the same way, or opposite):
+/// one agreement may be a coincidence, as when a bill booked while an answer was read makes the
+/// two differ by exactly twice the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct Signs {
+    moved: Sign,
+    bills: Sign,
+    bills_then: Decimal,
+    confirmed: bool,
+}
+
+impl Signs {
+    /// Takes a comparison that agreed by magnitude, with bills summing to `bills` (not zero).
+    fn learn(signs: &mut Option<Signs>, moved: Decimal, bills: Decimal) {
+        let seen = Signs { moved: Sign::of(moved), bills: Sign::of(bills), bills_then: bills, confirmed: false };
+        match signs {
+            Some(known) if known.confirmed || known.bills_then == bills => {}
+            Some(known) if (known.moved == known.bills) == (seen.moved == seen.bills) => known.confirmed = true,
+            _ => *signs = Some(seen),
+        }
     }
 }
 
@@ -213,12 +278,9 @@ struct CoinLedger {
     gone: Totals,
     /// Signed sums of the bills counted since the comparison began, up to the latest answer.
     bills: Totals,
-    /// Per running total, from the first comparison where it agreed with a sum of bills other
-    /// than zero: the sign (1 or -1) that its change, and that sum, had then.
+    /// Per running total, which way it and its bills run, once comparisons showed it.
     #[serde(default)]
-    moved_signs: Totals,
-    #[serde(default)]
-    bill_signs: Totals,
+    signs: PerTotal<Signs>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -435,16 +497,19 @@ impl Ledger {
     }
 
     /// For each coin compared and each running total its records show: the change of the total
-    /// less the signed sum of its bills, each taken with the sign it had when the two first agreed,
-    /// or until then by its magnitude.
+    /// less the signed sum of its bills, each taken with the sign comparisons showed (see
+    /// [`Signs`]), or until then by its magnitude.
     pub fn differences(&self) -> Differences {
         let mut differences = Differences::new();
         for ledger in &self.coins {
             for (i, moved) in ledger.moved().values() {
                 let bills = ledger.bills.0[i].unwrap_or_default();
-                let moved = moved * ledger.moved_signs.0[i].unwrap_or_else(|| sign(moved));
-                let bills = bills * ledger.bill_signs.0[i].unwrap_or_else(|| sign(bills));
-                differences.insert((ledger.coin_id, RUNNING_TOTALS[i].field), moved.saturating_sub(bills));
+                let (moved_sign, bills_sign) = match ledger.signs.0[i] {
+                    Some(signs) if signs.confirmed => (signs.moved, signs.bills),
+                    _ => (Sign::of(moved), Sign::of(bills)),
+                };
+                let difference = moved_sign.times(moved).saturating_sub(bills_sign.times(bills));
+                differences.insert((ledger.coin_id, RUNNING_TOTALS[i].field), difference);
             }
         }
         differences
@@ -468,24 +533,14 @@ impl Ledger {
     }
 }
 
-/// 1 or -1 (1 for zero): a value times its sign is its magnitude.
-fn sign(value: Decimal) -> Decimal {
-    if value.is_sign_negative() && !value.is_zero() {
-        Decimal::NEGATIVE_ONE
-    } else {
-        Decimal::ONE
-    }
-}
-
 impl CoinLedger {
-    /// Learns which way each running total, and its bills, runs, from the first comparison where
-    /// they agree with bills summing to something other than zero.
+    /// Learns which way each running total and its bills run from a comparison where they agree
+    /// by magnitude, with bills summing to something other than zero.
     fn learn_signs(&mut self) {
         for (i, moved) in self.moved().values() {
             let bills = self.bills.0[i].unwrap_or_default();
-            if self.moved_signs.0[i].is_none() && !bills.is_zero() && moved.abs() == bills.abs() {
-                self.moved_signs.0[i] = Some(sign(moved));
-                self.bill_signs.0[i] = Some(sign(bills));
+            if !bills.is_zero() && moved.abs() == bills.abs() {
+                Signs::learn(&mut self.signs.0[i], moved, bills);
             }
         }
     }

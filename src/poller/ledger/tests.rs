@@ -420,8 +420,10 @@ fn a_missed_funding_bill_shows_as_its_amount_once_a_comparison_showed_the_signs(
         let mut ledger = Ledger::default();
         ledger.observe(USDT, &answer(vec![record(1_000, &[(FUNDING, total(Decimal::ZERO))])]), 1_000);
         ledger.settle(1_000);
-        // Funding received and paid, both counted: the comparison agrees, and shows the signs.
+        // Funding received, then paid, all counted: two comparisons agree, and show the signs.
         ledger.count(&bill(1_100, "position_funding", dec("0.3"), Decimal::ZERO), USDT);
+        ledger.observe(USDT, &answer(vec![record(1_100, &[(FUNDING, total(dec("0.3")))])]), 1_150);
+        ledger.settle(1_150);
         ledger.count(&bill(1_200, "position_funding", dec("-0.17597963"), Decimal::ZERO), USDT);
         let mut booked = dec("0.12402037");
         ledger.observe(USDT, &answer(vec![record(1_200, &[(FUNDING, total(booked))])]), 1_300);
@@ -438,6 +440,34 @@ fn a_missed_funding_bill_shows_as_its_amount_once_a_comparison_showed_the_signs(
             assert_eq!(difference(&ledger, FUNDING), Some(dec(shown)), "after {missed}, total negated: {negated}");
         }
     }
+}
+
+#[test]
+fn one_comparison_that_agrees_by_chance_teaches_no_signs() {
+    const FUNDING: &str = "cum_position_funding_amount";
+    let mut ledger = Ledger::default();
+    ledger.observe(USDT, &answer(vec![record(1_000, &[(FUNDING, Decimal::ZERO)])]), 1_000);
+    ledger.settle(1_000);
+    // Funding of -1 and +2 booked in one millisecond, the answer read between the two: the
+    // total moved -1, the bills sum to +1, the same size.
+    ledger.count(&bill(2_000, "position_funding", dec("-1"), Decimal::ZERO), USDT);
+    ledger.count(&bill(2_000, "position_funding", dec("2"), Decimal::ZERO), USDT);
+    ledger.observe(USDT, &answer(vec![record(2_000, &[(FUNDING, dec("-1"))])]), 2_001);
+    ledger.settle(2_001);
+    // Every bill counted, whatever comes after.
+    for (t, amount, total) in [(3_000, None, "1"), (4_000, Some("1"), "2"), (5_000, Some("-0.5"), "1.5")] {
+        if let Some(amount) = amount {
+            ledger.count(&bill(t, "position_funding", dec(amount), Decimal::ZERO), USDT);
+        }
+        ledger.observe(USDT, &answer(vec![record(t, &[(FUNDING, dec(total))])]), t);
+        ledger.settle(t);
+        assert_eq!(difference(&ledger, FUNDING), Some(Decimal::ZERO), "at {t}");
+    }
+    // Signs saved in the state file are checked as it is read.
+    let text = serde_json::to_string(&ledger).unwrap();
+    assert!(text.contains(r#""signs":{"cum_position_funding_amount":{"moved":"+","bills":"+""#), "{text}");
+    let garbled = text.replace(r#""moved":"+""#, r#""moved":"79228162514264337593543950335""#);
+    assert!(serde_json::from_str::<Ledger>(&garbled).is_err());
 }
 
 /// One bill of the model exchange: its type, amount and fee, when it is created and when the
