@@ -1,7 +1,7 @@
 //! The signed HTTP client for the two endpoints.
 
 use super::clock::{local_now_ms, Clock};
-use super::credentials::{self, Credentials};
+use super::credentials::{self, Credentials, Known};
 use super::error::ApiError;
 use super::fields::DecodeProblem;
 use super::json::{JsonObject, Scalar, MAX_ITEMS};
@@ -122,6 +122,8 @@ pub struct Client {
     http: HttpPool,
     settings: ClientSettings,
     credentials: Credentials,
+    /// Every account's credentials, to be taken out of error texts too.
+    known: Known,
     /// The account's own estimate of the exchange's clock: a time read in one account's answer
     /// never moves another account's signing or bill cursor. Clones of the client (a restarted
     /// poller's) share it.
@@ -129,10 +131,15 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn new(http: HttpPool, settings: ClientSettings, credentials: Credentials) -> Result<Self, ApiError> {
+    pub fn new(
+        http: HttpPool,
+        settings: ClientSettings,
+        credentials: Credentials,
+        known: Known,
+    ) -> Result<Self, ApiError> {
         // A base URL that is no URL is refused here, at start, rather than at every request.
         endpoint_uri(&settings.base_url, Endpoint::Bills, "")?;
-        Ok(Self { http, settings, credentials, clock: Arc::default() })
+        Ok(Self { http, settings, credentials, known, clock: Arc::default() })
     }
 
     /// The exchange's clock as estimated so far.
@@ -182,7 +189,8 @@ impl Client {
         let timeout = self.settings.timeout;
         let (head, bytes) = tokio::time::timeout(timeout, exchange).await.map_err(|_| ApiError::Timeout(timeout))??;
         // An error page or message may echo the request: say it without the credentials.
-        let hidden = Hidden { credentials: &self.credentials, signature: &signature };
+        let others = self.known.all();
+        let hidden = Hidden { credentials: &self.credentials, others: &others, signature: &signature };
         let result = read_answer(format, head.status.as_u16(), &head.headers, &bytes, Some(hidden));
         match &result {
             Ok(_) => {
@@ -260,19 +268,26 @@ fn read_answer<T>(
     decode_with(interpret(status, retry_after(headers), date_ms(headers), body, hidden)?, format)
 }
 
-/// What the texts an error quotes from an answer must not show: the account's credentials and
-/// the request's signature. They are taken out of the decoded text (a JSON message with any of
-/// its escapes undone, the start of a page), before it is cut to length.
+/// What the texts an error quotes from an answer must not show: the account's credentials,
+/// every other account's, and the request's signature. They are taken out of the decoded text (a
+/// JSON message with any of its escapes undone, the start of a page), before it is cut to length.
 #[derive(Clone, Copy)]
 struct Hidden<'a> {
     credentials: &'a Credentials,
+    others: &'a [Credentials],
     signature: &'a str,
+}
+
+impl<'a> Hidden<'a> {
+    fn accounts(self) -> impl Iterator<Item = &'a Credentials> {
+        std::iter::once(self.credentials).chain(self.others)
+    }
 }
 
 /// `text` without what `hidden` names.
 fn shown(text: &str, hidden: Option<Hidden<'_>>) -> String {
     match hidden {
-        Some(Hidden { credentials, signature }) => credentials.redact(text, signature),
+        Some(hidden) => credentials::redact(text, hidden.accounts(), hidden.signature),
         None => text.to_owned(),
     }
 }
@@ -354,7 +369,7 @@ fn exchange_error(object: &JsonObject<'_>, date_ms: Option<i64>, hidden: Option<
         return None;
     }
     // A code that is part of a credential would go into a label: an echo of the request.
-    let echoed = hidden.is_some_and(|Hidden { credentials, signature }| credentials.is_part_of_one(&code, signature));
+    let echoed = hidden.is_some_and(|hidden| credentials::is_part_of_one(&code, hidden.accounts(), hidden.signature));
     let kept = super::error::is_documented_code(&code) || (is_plain_code(&code) && !echoed);
     let code = if kept { code } else { OTHER_CODE.to_owned() };
     let message = match object.get("msg").map(|m| m.scalar()) {
@@ -555,7 +570,7 @@ mod tests {
             secret: Secret::new("s3cret"),
             passphrase: Secret::new("4000pässe"),
         };
-        let hidden = Some(Hidden { credentials: &credentials, signature: "Rg+jv/w=" });
+        let hidden = Some(Hidden { credentials: &credentials, others: &[], signature: "Rg+jv/w=" });
         let error = |status, body: &str| interpret(status, None, None, body.as_bytes(), hidden).unwrap_err();
         // Escapes serde_json would not write: `+` as .NET writes it, non-ASCII as Python does.
         let echo = r#"{"code":"40008","msg":"bad sign Rg\u002Bjv\/w= for p=4000p\u00e4sse, key bg_3f9a"}"#;
@@ -583,7 +598,7 @@ mod tests {
             secret: Secret::new("s3cret40012"),
             passphrase: Secret::new("correct horse+battery/staple"),
         };
-        let hidden = Some(Hidden { credentials: &credentials, signature: "1e/x7iu+ACD=" });
+        let hidden = Some(Hidden { credentials: &credentials, others: &[], signature: "1e/x7iu+ACD=" });
         let error = |status, body: &str| interpret(status, None, None, body.as_bytes(), hidden).unwrap_err();
         let padding = " ".repeat(QUOTED_BYTES - 7);
         for (status, body, expected) in [
@@ -611,11 +626,33 @@ mod tests {
     }
 
     #[test]
+    fn another_accounts_credentials_that_a_shared_proxy_quotes_are_hidden_too() {
+        use super::super::credentials::Secret;
+        let account = |key: &str, passphrase: &str| Credentials {
+            api_key: Secret::new(key),
+            secret: Secret::new(format!("{key}-secret")),
+            passphrase: Secret::new(passphrase),
+        };
+        let (own, other) = (account("weex_own", "pp-own"), account("weex_94e1893e", "6RbATqZhrymXVuqB"));
+        let configured = [own.clone(), other];
+        let hidden = Some(Hidden { credentials: &own, others: &configured, signature: "sig" });
+        let body =
+            "<pre>upstream error; last request: ACCESS-KEY: weex_94e1893e ACCESS-PASSPHRASE: 6RbATqZhrymXVuqB</pre>";
+        let ApiError::Http { snippet, .. } = interpret(502, None, None, body.as_bytes(), hidden).unwrap_err() else {
+            panic!()
+        };
+        assert_eq!(
+            snippet,
+            "<pre>upstream error; last request: ACCESS-KEY: [REDACTED] ACCESS-PASSPHRASE: [REDACTED]</pre>"
+        );
+    }
+
+    #[test]
     fn a_success_answer_that_is_no_object_is_described_without_its_text() {
         use super::super::credentials::Secret;
         let credentials =
             Credentials { api_key: Secret::new("bg_3f9a"), secret: Secret::new("s3"), passphrase: Secret::new("p4") };
-        let hidden = Some(Hidden { credentials: &credentials, signature: "Rg+jv/w=" });
+        let hidden = Some(Hidden { credentials: &credentials, others: &[], signature: "Rg+jv/w=" });
         let decode_error = |body: &[u8]| match interpret(200, None, None, body, hidden) {
             Err(ApiError::Decode(text)) => text,
             other => panic!("{other:?}"),

@@ -1,6 +1,7 @@
 //! API credentials, which never reach logs, errors, `Debug` output or metrics.
 
 use std::fmt;
+use std::sync::{Arc, PoisonError, RwLock};
 
 /// A secret string: `Debug` prints a placeholder and there is no `Display`.
 #[derive(Clone, PartialEq, Eq)]
@@ -42,37 +43,55 @@ pub const MAX_CREDENTIAL_BYTES: usize = 1024;
 pub const LONGEST_FORM_CHARS: usize = 6 * MAX_CREDENTIAL_BYTES;
 
 impl Credentials {
-    /// `text` with every occurrence of these credentials and of `signature` replaced by
-    /// [`REDACTED`], also as a JSON string may write them (`/` as `\/`, quotes and controls
-    /// escaped, `<`, `>` and `&` as Go escapes them, and as .NET does) and as a
-    /// page may (see `page_forms`), each with its runs of spaces as one (as the text is quoted).
-    /// For texts from outside that may echo the request: a proxy's error page, an exchange's
-    /// message (decoded, so that any escape of it is undone).
-    pub fn redact(&self, text: &str, signature: &str) -> String {
-        let secrets = [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature];
-        let escaped = secrets.iter().flat_map(|secret| {
-            let json = serde_json::to_string(secret).unwrap_or_default();
-            let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned();
-            let go = json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
-            [secret.to_string(), secret.replace('/', "\\/"), json, go, dotnet_json(secret)]
-                .into_iter()
-                .chain(page_forms(secret))
-        });
-        let escaped: Vec<String> =
-            escaped.map(|form| form.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")).collect();
-        let mut all: Vec<&str> = escaped.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
-        // Longest first, so that a secret holding another is replaced whole; each form once.
-        all.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
-        all.dedup();
-        all.into_iter().fold(text.to_owned(), |text, secret| text.replace(secret, REDACTED))
+    fn secrets(&self) -> [&str; 3] {
+        [self.api_key.expose(), self.secret.expose(), self.passphrase.expose()]
+    }
+}
+
+/// Every account's credentials under the configuration in force, shared by their clients: a
+/// text from outside is cleaned of them all, not only of the account that asked (a proxy in
+/// front of several may quote another's request). A reload puts in its configuration's.
+#[derive(Debug, Clone, Default)]
+pub struct Known(Arc<RwLock<Arc<[Credentials]>>>);
+
+impl Known {
+    pub fn set(&self, all: Vec<Credentials>) {
+        *self.0.write().unwrap_or_else(PoisonError::into_inner) = all.into();
     }
 
-    /// Whether `text` is part of one of these credentials or of `signature`.
-    pub fn is_part_of_one(&self, text: &str, signature: &str) -> bool {
-        [self.api_key.expose(), self.secret.expose(), self.passphrase.expose(), signature]
-            .iter()
-            .any(|s| s.contains(text))
+    pub fn all(&self) -> Arc<[Credentials]> {
+        self.0.read().unwrap_or_else(PoisonError::into_inner).clone()
     }
+}
+
+/// `text` with every occurrence of the credentials of `accounts` and of `signature` replaced by
+/// [`REDACTED`], also as a JSON string may write them (`/` as `\/`, quotes and controls
+/// escaped, `<`, `>` and `&` as Go escapes them, and as .NET does) and as a page may (see
+/// `page_forms`), each with its runs of spaces as one (as the text is quoted). For texts from
+/// outside that may echo the request: a proxy's error page, an exchange's message (decoded, so
+/// that any escape of it is undone).
+pub fn redact<'a>(text: &str, accounts: impl Iterator<Item = &'a Credentials>, signature: &'a str) -> String {
+    let secrets = accounts.flat_map(Credentials::secrets).chain([signature]);
+    let escaped = secrets.flat_map(|secret| {
+        let json = serde_json::to_string(secret).unwrap_or_default();
+        let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned();
+        let go = json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
+        [secret.to_string(), secret.replace('/', "\\/"), json, go, dotnet_json(secret)]
+            .into_iter()
+            .chain(page_forms(secret))
+    });
+    let escaped: Vec<String> =
+        escaped.map(|form| form.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")).collect();
+    let mut all: Vec<&str> = escaped.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
+    // Longest first, so that a secret holding another is replaced whole; each form once.
+    all.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
+    all.dedup();
+    all.into_iter().fold(text.to_owned(), |text, secret| text.replace(secret, REDACTED))
+}
+
+/// Whether `text` is part of a credential of `accounts` or of `signature`.
+pub fn is_part_of_one<'a>(text: &str, mut accounts: impl Iterator<Item = &'a Credentials>, signature: &str) -> bool {
+    signature.contains(text) || accounts.any(|account| account.secrets().iter().any(|secret| secret.contains(text)))
 }
 
 /// `secret` as .NET's JSON writer writes a string by default: `\` doubled, and the signs HTML
@@ -131,12 +150,12 @@ mod tests {
         };
         let echo =
             r#"<pre>ACCESS-KEY: key-123\nACCESS-PASSPHRASE: pass-789</pre>{"sign":"ab\/cd+ef=","again":"key-123"}"#;
-        let redacted = credentials.redact(echo, "ab/cd+ef=");
+        let redacted = redact(echo, std::iter::once(&credentials), "ab/cd+ef=");
         assert_eq!(
             redacted,
             r#"<pre>ACCESS-KEY: [REDACTED]\nACCESS-PASSPHRASE: [REDACTED]</pre>{"sign":"[REDACTED]","again":"[REDACTED]"}"#
         );
-        assert_eq!(credentials.redact("nothing secret here", "zz"), "nothing secret here");
+        assert_eq!(redact("nothing secret here", std::iter::once(&credentials), "zz"), "nothing secret here");
     }
 
     #[test]
@@ -147,7 +166,7 @@ mod tests {
             passphrase: Secret::new(r#"p<a"ss\"#),
         };
         for echo in [r#"{"msg":"p\u003ca\"ss\\"}"#, r#"{"msg":"p<a\"ss\\"}"#] {
-            let redacted = credentials.redact(echo, "zz");
+            let redacted = redact(echo, std::iter::once(&credentials), "zz");
             assert_eq!(redacted, r#"{"msg":"[REDACTED]"}"#, "{echo}");
         }
     }
@@ -160,13 +179,13 @@ mod tests {
             passphrase: Secret::new("p&ss<1>'\""),
         };
         let page = "<pre>ACCESS-PASSPHRASE: p&amp;ss&lt;1&gt;&#39;&quot;</pre><a href=\"?sign=ab%2Fcd%2Bef%3D&s=ab%2fcd%2bef%3d\">";
-        let redacted = credentials.redact(page, "ab/cd+ef=");
+        let redacted = redact(page, std::iter::once(&credentials), "ab/cd+ef=");
         assert_eq!(redacted, "<pre>ACCESS-PASSPHRASE: [REDACTED]</pre><a href=\"?sign=[REDACTED]&s=[REDACTED]\">");
         let credentials = Credentials { passphrase: Secret::new("p\"w 1!@'"), ..credentials };
         for echo in
             ["p&#34;w 1!@&#39;", "p&quot;w 1!@&#x27;", "p%22w+1%21%40%27", "p%22w%201!%40'", "p%22w%201%21%40%27"]
         {
-            assert_eq!(credentials.redact(echo, "zz"), "[REDACTED]", "{echo}");
+            assert_eq!(redact(echo, std::iter::once(&credentials), "zz"), "[REDACTED]", "{echo}");
         }
     }
 

@@ -5,6 +5,7 @@ mod fleet;
 mod plan;
 
 use crate::api::client::HttpPool;
+use crate::api::credentials::Known;
 use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use crate::config::{AccountConfig, Accounts, Config, ConfigError};
 use crate::exposition::Exposition;
@@ -72,6 +73,7 @@ pub async fn run(
         ip_budget: Arc::new(Mutex::new(WeightWindow::new(config.ip_weight_budget))),
         uid_windows: UidWindows::new(config.uid_weight_budget),
         store: store.map(Arc::new),
+        known: Known::default(),
         backfill,
         backfilled: BTreeSet::new(),
     };
@@ -130,6 +132,8 @@ struct Wiring {
     ip_budget: Arc<Mutex<WeightWindow>>,
     uid_windows: UidWindows,
     store: Option<Arc<StateStore>>,
+    /// Every configured account's credentials (other shards' too), for the clients' redaction.
+    known: Known,
     /// How far back the accounts of a first start begin counting: `--bills.backfill`, or none.
     backfill: Duration,
     /// The accounts of the start still polled. One a reload adds counts from its first poll, and
@@ -140,7 +144,9 @@ struct Wiring {
 impl Wiring {
     /// The accounts this replica polls under `config`, and how; says so in the log.
     fn plan(&self, config: &Config) -> Plan {
-        let plan = Plan::new(config, configured_accounts(config));
+        let accounts = configured_accounts(config);
+        self.known.set(accounts.iter().map(|account| account.credentials.clone()).collect());
+        let plan = Plan::new(config, accounts);
         plan.log(config.shard);
         plan
     }
@@ -157,7 +163,12 @@ impl Wiring {
         let account = &wanted.account;
         Ok(PollerSetup {
             account: PolledAccount {
-                client: Client::new(self.http.clone(), self.client.clone(), account.credentials.clone())?,
+                client: Client::new(
+                    self.http.clone(),
+                    self.client.clone(),
+                    account.credentials.clone(),
+                    self.known.clone(),
+                )?,
                 coin_ids: account.coin_ids.clone(),
                 budget: AccountBudget::new(self.ip_budget.clone(), self.uid_windows.of(&account.name)),
             },

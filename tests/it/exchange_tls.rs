@@ -47,7 +47,8 @@ async fn an_exchange_with_an_untrusted_certificate_is_refused_before_credentials
         secret: Secret::new(SECRET),
         passphrase: Secret::new("tls-test-passphrase"),
     };
-    let client = Client::new(Client::http_pool(settings.timeout), settings, credentials).expect("client");
+    let client =
+        Client::new(Client::http_pool(settings.timeout), settings, credentials, Default::default()).expect("client");
 
     let error = client.account(1).await.expect_err("an untrusted certificate must be refused");
     let ApiError::Transport(message) = &error else { panic!("not a transport error: {error}") };
