@@ -261,7 +261,10 @@ impl Reloader {
         }
         let exposition = self.expositions.borrow().successor(self.fleet.slots(), max_age, config.coins.clone());
         self.expositions.send_replace(Arc::new(exposition));
-        self.stacks.send_replace(stack);
+        let before = self.stacks.send_replace(stack);
+        for dropped in self.stacks.borrow().protection_dropped_since(&before) {
+            warn!("{dropped}");
+        }
         Ok(())
     }
 }

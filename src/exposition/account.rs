@@ -528,20 +528,34 @@ mod tests {
             is_liquidating: Some(liquidating),
             ..Collateral::default()
         };
-        // Coin 1's answer also lists the USDT record, as it was a while ago; USDT's own answer
-        // lists two records under the same labels, the second liquidating.
-        let btc = AccountInfo { collateral: vec![usdt(777, false)], ..Default::default() };
-        let own = AccountInfo { collateral: vec![usdt(100, false), usdt(250, true)], ..Default::default() };
-        let now = local_now_ms();
-        let snapshot = AccountSnapshot {
-            coins: [(1, Arc::new(btc)), (2, Arc::new(own))].into(),
-            fetched_at_ms: [(1, now), (2, now)].into(),
-            ..AccountSnapshot::default()
+        let position = |size: i64| Position {
+            id: Some("7".into()),
+            coin_id: Some("2".into()),
+            size: Some(size.into()),
+            ..Position::default()
         };
-        let mut lines = Lines::default();
-        View::new("main", &snapshot, now - 60_000, &Coins::default()).write(&mut lines);
-        let text = String::from_utf8(lines.finish().0.to_vec()).unwrap();
+        let page = |btc: AccountInfo, own: AccountInfo| {
+            let now = local_now_ms();
+            let snapshot = AccountSnapshot {
+                coins: [(1, Arc::new(btc)), (2, Arc::new(own))].into(),
+                fetched_at_ms: [(1, now), (2, now)].into(),
+                ..AccountSnapshot::default()
+            };
+            let mut lines = Lines::default();
+            View::new("main", &snapshot, now - 60_000, &Coins::default()).write(&mut lines);
+            String::from_utf8(lines.finish().0.to_vec()).unwrap()
+        };
         let labels = r#"{account="main",coin="USDT",coin_id="2",margin_mode="ISOLATED",cross_contract_id="",isolated_position_id="10000001"}"#;
+        // Coin 1's answer also lists the USDT record and position, as they were a while ago.
+        let btc =
+            AccountInfo { collateral: vec![usdt(777, false)], positions: vec![position(5)], ..Default::default() };
+        let own = AccountInfo { collateral: vec![usdt(12, false)], positions: vec![position(1)], ..Default::default() };
+        let text = page(btc.clone(), own);
+        assert!(text.contains(&format!("capi_collateral_amount{labels} 12\n")), "{text}");
+        assert!(text.contains(r#"capi_position_size{account="main",coin="USDT",coin_id="2",contract_id="",side="",margin_mode="",position_id="7"} 1"#), "{text}");
+        // USDT's own answer lists two records under the same labels, the second liquidating.
+        let own = AccountInfo { collateral: vec![usdt(100, false), usdt(250, true)], ..Default::default() };
+        let text = page(btc, own);
         assert!(text.contains(&format!("capi_collateral_amount{labels} 250\n")), "{text}");
         assert!(text.contains(&format!("capi_collateral_is_liquidating{labels} 1\n")), "{text}");
         assert_eq!(text.matches("capi_collateral_amount{").count(), 1, "{text}");

@@ -67,17 +67,23 @@ impl WebStack {
             warn!(problem = %warning, "the web config needs a look");
         }
         let (router, auth) = super::pipeline::wrap(routes, &settings, before.and_then(|stack| stack.auth.as_ref()));
-        // A file caught while it was being written, or a section commented out, reads as no
-        // protection at all, as in exporter-toolkit; such a change is said, not made quietly.
-        if before.is_some_and(|before| before.tls.is_some()) && tls.is_none() {
-            warn!("the reloaded web config has no TLS: connections are plain HTTP from now on");
+        Ok(Arc::new(Self { router, tls, auth, settings }))
+    }
+
+    /// The protection `before` had and this stack has not, one line each. A web config caught
+    /// while it was being written, or with a section commented out, reads as no protection at
+    /// all, as in exporter-toolkit: a reload that puts such a stack in force says so.
+    pub fn protection_dropped_since(&self, before: &WebStack) -> Vec<&'static str> {
+        let mut dropped = Vec::new();
+        if before.tls.is_some() && self.tls.is_none() {
+            dropped.push("the reloaded web config has no TLS: connections are plain HTTP from now on");
         }
-        if before.is_some_and(|before| before.auth.is_some()) && auth.is_none() {
-            warn!(
-                "the reloaded web config has no basic_auth_users: requests are answered without a password from now on"
+        if before.auth.is_some() && self.auth.is_none() {
+            dropped.push(
+                "the reloaded web config has no basic_auth_users: requests are answered without a password from now on",
             );
         }
-        Ok(Arc::new(Self { router, tls, auth, settings }))
+        dropped
     }
 }
 

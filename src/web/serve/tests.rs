@@ -168,3 +168,28 @@ async fn a_client_that_reads_too_slowly_is_cut_off_at_the_request_timeout() {
     stop.send(()).unwrap();
     tokio::time::timeout(PATIENCE, server).await.unwrap().unwrap();
 }
+
+#[test]
+fn a_stack_without_the_tls_or_users_of_the_one_before_says_so() {
+    let dir = crate::web::test_support::TempDir::new();
+    crate::web::test_support::TestPki::new().write_server_files(&dir);
+    let hash = crate::web::test_support::cheap_hash("x");
+    let text = format!(
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\nbasic_auth_users:\n  alice: '{hash}'\n"
+    );
+    let protected = WebSettings {
+        config: Some(crate::web::WebConfig::parse(&text, dir.path()).unwrap()),
+        ..WebSettings::default()
+    };
+    let protected = WebStack::new(Router::new(), protected, None).unwrap();
+    let plain = WebStack::new(Router::new(), WebSettings::default(), Some(&protected)).unwrap();
+    assert_eq!(
+        plain.protection_dropped_since(&protected),
+        [
+            "the reloaded web config has no TLS: connections are plain HTTP from now on",
+            "the reloaded web config has no basic_auth_users: requests are answered without a password from now on"
+        ]
+    );
+    assert!(protected.protection_dropped_since(&plain).is_empty());
+    assert!(plain.protection_dropped_since(&plain).is_empty());
+}
