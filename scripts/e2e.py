@@ -303,7 +303,7 @@ def check_ledger_alerts(prom, broken_at, report):
 
     firing = wait_for("CapiLedgerMismatch for both breaks at the webhook", delivered, ALERT_DEADLINE * 6)
     for key, (arrived, alert) in firing.items():
-        assert f"moved {expected[key]} USDT more" in alert["annotations"]["description"], alert
+        assert f"differ by {expected[key]} USDT" in alert["annotations"]["description"], alert
         report.append(f"{key[0]} {key[1]} broken -> difference {expected[key]} -> CapiLedgerMismatch at the webhook {arrived - broken_at:.0f} s later")
 
 
