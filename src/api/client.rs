@@ -562,14 +562,14 @@ mod tests {
         assert_eq!(retry_after(&headers), Some(Duration::from_secs(120)));
     }
 
+    fn credentials(api_key: &str, secret: &str, passphrase: &str) -> Credentials {
+        use super::super::credentials::Secret;
+        Credentials { api_key: Secret::new(api_key), secret: Secret::new(secret), passphrase: Secret::new(passphrase) }
+    }
+
     #[test]
     fn an_echo_of_the_credentials_is_hidden_however_the_answer_escapes_it() {
-        use super::super::credentials::Secret;
-        let credentials = Credentials {
-            api_key: Secret::new("bg_3f9a"),
-            secret: Secret::new("s3cret"),
-            passphrase: Secret::new("4000pässe"),
-        };
+        let credentials = credentials("bg_3f9a", "s3cret", "4000pässe");
         let hidden = Some(Hidden { credentials: &credentials, others: &[], signature: "Rg+jv/w=" });
         let error = |status, body: &str| interpret(status, None, None, body.as_bytes(), hidden).unwrap_err();
         // Escapes serde_json would not write: `+` as .NET writes it, non-ASCII as Python does.
@@ -592,12 +592,7 @@ mod tests {
 
     #[test]
     fn an_echo_wrapped_cut_short_or_escaped_otherwise_shows_no_part_of_a_credential() {
-        use super::super::credentials::Secret;
-        let credentials = Credentials {
-            api_key: Secret::new("weex_33db7430"),
-            secret: Secret::new("s3cret40012"),
-            passphrase: Secret::new("correct horse+battery/staple"),
-        };
+        let credentials = credentials("weex_33db7430", "s3cret40012", "correct horse+battery/staple");
         let hidden = Some(Hidden { credentials: &credentials, others: &[], signature: "1e/x7iu+ACD=" });
         let error = |status, body: &str| interpret(status, None, None, body.as_bytes(), hidden).unwrap_err();
         let padding = " ".repeat(QUOTED_BYTES - 7);
@@ -627,13 +622,8 @@ mod tests {
 
     #[test]
     fn another_accounts_credentials_that_a_shared_proxy_quotes_are_hidden_too() {
-        use super::super::credentials::Secret;
-        let account = |key: &str, passphrase: &str| Credentials {
-            api_key: Secret::new(key),
-            secret: Secret::new(format!("{key}-secret")),
-            passphrase: Secret::new(passphrase),
-        };
-        let (own, other) = (account("weex_own", "pp-own"), account("weex_94e1893e", "6RbATqZhrymXVuqB"));
+        let (own, other) =
+            (credentials("weex_own", "s-own", "pp-own"), credentials("weex_94e1893e", "s-other", "6RbATqZhrymXVuqB"));
         let configured = [own.clone(), other];
         let hidden = Some(Hidden { credentials: &own, others: &configured, signature: "sig" });
         let body =
@@ -649,9 +639,7 @@ mod tests {
 
     #[test]
     fn a_success_answer_that_is_no_object_is_described_without_its_text() {
-        use super::super::credentials::Secret;
-        let credentials =
-            Credentials { api_key: Secret::new("bg_3f9a"), secret: Secret::new("s3"), passphrase: Secret::new("p4") };
+        let credentials = credentials("bg_3f9a", "s3", "p4");
         let hidden = Some(Hidden { credentials: &credentials, others: &[], signature: "Rg+jv/w=" });
         let decode_error = |body: &[u8]| match interpret(200, None, None, body, hidden) {
             Err(ApiError::Decode(text)) => text,
