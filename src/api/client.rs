@@ -287,7 +287,7 @@ impl<'a> Hidden<'a> {
 /// `text` without what `hidden` names.
 fn shown(text: &str, hidden: Option<Hidden<'_>>) -> String {
     match hidden {
-        Some(hidden) => credentials::redact(text, hidden.accounts(), hidden.signature),
+        Some(hidden) => credentials::redact(text, hidden.credentials, hidden.others, hidden.signature),
         None => text.to_owned(),
     }
 }

@@ -38,7 +38,7 @@ pub const REDACTED: &str = "[REDACTED]";
 /// The longest credential taken: longer ones are refused at start. Real ones are tens of bytes.
 pub const MAX_CREDENTIAL_BYTES: usize = 1024;
 
-/// The longest form of a credential [`Credentials::redact`] knows, in characters: at most six
+/// The longest form of a credential [`redact`] knows, in characters: at most six
 /// for each of its bytes (`\u002b` for `+`).
 pub const LONGEST_FORM_CHARS: usize = 6 * MAX_CREDENTIAL_BYTES;
 
@@ -64,15 +64,16 @@ impl Known {
     }
 }
 
-/// `text` with every occurrence of the credentials of `accounts` and of `signature` replaced by
+/// `text` with every occurrence of the credentials of `own` and of `signature` replaced by
 /// [`REDACTED`], also as a JSON string may write them (`/` as `\/`, quotes and controls
 /// escaped, `<`, `>` and `&` as Go escapes them, and as .NET does) and as a page may (see
-/// `page_forms`), each with its runs of spaces as one (as the text is quoted). For texts from
-/// outside that may echo the request: a proxy's error page, an exchange's message (decoded, so
-/// that any escape of it is undone).
-pub fn redact<'a>(text: &str, accounts: impl Iterator<Item = &'a Credentials>, signature: &'a str) -> String {
-    let secrets = accounts.flat_map(Credentials::secrets).chain([signature]);
-    let escaped = secrets.flat_map(|secret| {
+/// `page_forms`), each with its runs of spaces as one (as the text is quoted); and of the
+/// credentials of `others` as they are. For texts from outside that may echo the request: a
+/// proxy's error page, an exchange's message (decoded, so that any escape of it is undone).
+/// Another account's are looked for only as they are: with every form of a few hundred
+/// accounts', each error page of an outage would take milliseconds to clean.
+pub fn redact(text: &str, own: &Credentials, others: &[Credentials], signature: &str) -> String {
+    let escaped = own.secrets().into_iter().chain([signature]).flat_map(|secret| {
         let json = serde_json::to_string(secret).unwrap_or_default();
         let json = json.get(1..json.len().saturating_sub(1)).unwrap_or_default().to_owned();
         let go = json.replace('<', "\\u003c").replace('>', "\\u003e").replace('&', "\\u0026");
@@ -80,13 +81,17 @@ pub fn redact<'a>(text: &str, accounts: impl Iterator<Item = &'a Credentials>, s
             .into_iter()
             .chain(page_forms(secret))
     });
-    let escaped: Vec<String> =
-        escaped.map(|form| form.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")).collect();
-    let mut all: Vec<&str> = escaped.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
+    let as_they_are = others.iter().flat_map(Credentials::secrets).map(str::to_owned);
+    let forms: Vec<String> = escaped
+        .chain(as_they_are)
+        .map(|form| form.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" "))
+        .collect();
+    let mut all: Vec<&str> = forms.iter().map(String::as_str).filter(|s| !s.is_empty()).collect();
     // Longest first, so that a secret holding another is replaced whole; each form once.
     all.sort_by(|a, b| b.len().cmp(&a.len()).then(a.cmp(b)));
     all.dedup();
-    all.into_iter().fold(text.to_owned(), |text, secret| text.replace(secret, REDACTED))
+    let replaced = |text: String, form: &str| if text.contains(form) { text.replace(form, REDACTED) } else { text };
+    all.into_iter().fold(text.to_owned(), replaced)
 }
 
 /// Whether `text` is part of a credential of `accounts` or of `signature`.
@@ -150,12 +155,12 @@ mod tests {
         };
         let echo =
             r#"<pre>ACCESS-KEY: key-123\nACCESS-PASSPHRASE: pass-789</pre>{"sign":"ab\/cd+ef=","again":"key-123"}"#;
-        let redacted = redact(echo, std::iter::once(&credentials), "ab/cd+ef=");
+        let redacted = redact(echo, &credentials, &[], "ab/cd+ef=");
         assert_eq!(
             redacted,
             r#"<pre>ACCESS-KEY: [REDACTED]\nACCESS-PASSPHRASE: [REDACTED]</pre>{"sign":"[REDACTED]","again":"[REDACTED]"}"#
         );
-        assert_eq!(redact("nothing secret here", std::iter::once(&credentials), "zz"), "nothing secret here");
+        assert_eq!(redact("nothing secret here", &credentials, &[], "zz"), "nothing secret here");
     }
 
     #[test]
@@ -166,7 +171,7 @@ mod tests {
             passphrase: Secret::new(r#"p<a"ss\"#),
         };
         for echo in [r#"{"msg":"p\u003ca\"ss\\"}"#, r#"{"msg":"p<a\"ss\\"}"#] {
-            let redacted = redact(echo, std::iter::once(&credentials), "zz");
+            let redacted = redact(echo, &credentials, &[], "zz");
             assert_eq!(redacted, r#"{"msg":"[REDACTED]"}"#, "{echo}");
         }
     }
@@ -179,13 +184,13 @@ mod tests {
             passphrase: Secret::new("p&ss<1>'\""),
         };
         let page = "<pre>ACCESS-PASSPHRASE: p&amp;ss&lt;1&gt;&#39;&quot;</pre><a href=\"?sign=ab%2Fcd%2Bef%3D&s=ab%2fcd%2bef%3d\">";
-        let redacted = redact(page, std::iter::once(&credentials), "ab/cd+ef=");
+        let redacted = redact(page, &credentials, &[], "ab/cd+ef=");
         assert_eq!(redacted, "<pre>ACCESS-PASSPHRASE: [REDACTED]</pre><a href=\"?sign=[REDACTED]&s=[REDACTED]\">");
         let credentials = Credentials { passphrase: Secret::new("p\"w 1!@'"), ..credentials };
         for echo in
             ["p&#34;w 1!@&#39;", "p&quot;w 1!@&#x27;", "p%22w+1%21%40%27", "p%22w%201!%40'", "p%22w%201%21%40%27"]
         {
-            assert_eq!(redact(echo, std::iter::once(&credentials), "zz"), "[REDACTED]", "{echo}");
+            assert_eq!(redact(echo, &credentials, &[], "zz"), "[REDACTED]", "{echo}");
         }
     }
 

@@ -17,7 +17,7 @@
 //! total| - |signed sum of its bills|`, which holds for a total that follows the signed sum of its
 //! bills or its negative, and for one that adds the magnitudes of bills that share one sign.
 //! Comparisons where the two agree, with bills summing to something other than zero, show which
-//! way each side runs (two of them, see [`Signs`]): from then on each is taken with its sign. For
+//! way each side runs (two of them, see `Signs`): from then on each is taken with its sign. For
 //! a type whose bills have one sign nothing changes; for funding and fill fees (paid and
 //! received), a missed bill then shows as its exact amount, where by magnitude a few could
 //! cancel out.
@@ -498,7 +498,7 @@ impl Ledger {
 
     /// For each coin compared and each running total its records show: the change of the total
     /// less the signed sum of its bills, each taken with the sign comparisons showed (see
-    /// [`Signs`]), or until then by its magnitude.
+    /// `Signs`), or until then by its magnitude.
     pub fn differences(&self) -> Differences {
         let mut differences = Differences::new();
         for ledger in &self.coins {
