@@ -466,6 +466,13 @@ pub(crate) fn validate_coin_name(name: &str, origin: &str) -> Result<String, Con
     if name.is_empty() || name.len() > 16 || !name.bytes().all(|b| b.is_ascii_alphanumeric()) {
         return Err(ConfigError::Invalid(format!("{origin}: coin name {name:?} must be 1 to 16 letters and digits")));
     }
+    // The bill counters' coins past their limit are counted under this name: named, their
+    // series would carry that coin's id.
+    if name == crate::snapshot::counters::OTHER {
+        return Err(ConfigError::Invalid(format!(
+            "{origin}: coin name {name:?} is the bill counters' name for coins past their limit; give the coin another name"
+        )));
+    }
     Ok(name.to_owned())
 }
 

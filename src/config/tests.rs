@@ -247,6 +247,7 @@ fn coin_names_come_from_the_documentation_the_accounts_file_and_the_flag() {
         ("7", "write each as ID=NAME"),
         ("x=BTC", "write each as ID=NAME"),
         ("7=B-T", "must be 1 to 16 letters and digits"),
+        ("7=other", "coin name \"other\" is the bill counters' name for coins past their limit"),
     ] {
         let error = with(&["--api.coin-names", flag]).unwrap_err().to_string();
         assert!(error.contains(problem), "{flag}: {error}");
