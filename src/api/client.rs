@@ -278,16 +278,10 @@ struct Hidden<'a> {
     signature: &'a str,
 }
 
-impl<'a> Hidden<'a> {
-    fn accounts(self) -> impl Iterator<Item = &'a Credentials> {
-        std::iter::once(self.credentials).chain(self.others)
-    }
-}
-
 /// `text` without what `hidden` names.
 fn shown(text: &str, hidden: Option<Hidden<'_>>) -> String {
     match hidden {
-        Some(hidden) => credentials::redact(text, hidden.credentials, hidden.others, hidden.signature),
+        Some(Hidden { credentials, others, signature }) => credentials::redact(text, credentials, others, signature),
         None => text.to_owned(),
     }
 }
@@ -369,7 +363,9 @@ fn exchange_error(object: &JsonObject<'_>, date_ms: Option<i64>, hidden: Option<
         return None;
     }
     // A code that is part of a credential would go into a label: an echo of the request.
-    let echoed = hidden.is_some_and(|hidden| credentials::is_part_of_one(&code, hidden.accounts(), hidden.signature));
+    let echoed = hidden.is_some_and(|Hidden { credentials, others, signature }| {
+        credentials::is_part_of_one(&code, credentials, others, signature)
+    });
     let kept = super::error::is_documented_code(&code) || (is_plain_code(&code) && !echoed);
     let code = if kept { code } else { OTHER_CODE.to_owned() };
     let message = match object.get("msg").map(|m| m.scalar()) {

@@ -94,9 +94,10 @@ pub fn redact(text: &str, own: &Credentials, others: &[Credentials], signature: 
     all.into_iter().fold(text.to_owned(), replaced)
 }
 
-/// Whether `text` is part of a credential of `accounts` or of `signature`.
-pub fn is_part_of_one<'a>(text: &str, mut accounts: impl Iterator<Item = &'a Credentials>, signature: &str) -> bool {
-    signature.contains(text) || accounts.any(|account| account.secrets().iter().any(|secret| secret.contains(text)))
+/// Whether `text` is part of a credential of `own` or `others`, or of `signature`.
+pub fn is_part_of_one(text: &str, own: &Credentials, others: &[Credentials], signature: &str) -> bool {
+    let secrets = own.secrets().into_iter().chain(others.iter().flat_map(Credentials::secrets));
+    signature.contains(text) || secrets.into_iter().any(|secret| secret.contains(text))
 }
 
 /// `secret` as .NET's JSON writer writes a string by default: `\` doubled, and the signs HTML
