@@ -13,7 +13,7 @@ use crate::common;
 use common::now_ms;
 
 use capi_exporter::api::client::{read_account_answer, read_bill_answer};
-use capi_exporter::api::{Coins, Endpoint};
+use capi_exporter::api::{ApiError, Coins, Endpoint};
 use capi_exporter::exposition::{Exposition, Format};
 use capi_exporter::poller::poll_state::PollState;
 use capi_exporter::poller::{Checkpoint, PollSettings};
@@ -35,9 +35,9 @@ const BILLS: &str = r#"{"hasNextPage":false,"items":[
 ]}"#;
 
 /// The page with what changes from run to run masked: the values of the process's own metrics,
-/// of the data age (the time since the sample was taken, which is now) and of the time the
-/// configuration was loaded, how the binary was built (revision, branch, compiler), and the
-/// order of the samples within a family (some families are kept in hash maps).
+/// of the data age (the time since the sample was taken, which is now), of the times the
+/// configuration was loaded and the last request succeeded, how the binary was built (revision,
+/// branch, compiler), and the order of the samples within a family (some are kept in hash maps).
 fn stable(page: &str) -> String {
     let mut lines = Vec::new();
     for line in page.lines() {
@@ -46,6 +46,9 @@ fn stable(page: &str) -> String {
             Some((series, _)) if series.starts_with("process_") => format!("{series} <value>"),
             Some((series, _)) if series == "capi_config_last_reload_success_timestamp_seconds" => {
                 format!("{series} <start time>")
+            }
+            Some((series, _)) if series.starts_with("capi_last_success_timestamp_seconds{") => {
+                format!("{series} <request time>")
             }
             _ => line.to_string(),
         };
@@ -85,8 +88,8 @@ fn revision_hidden(line: &str) -> String {
 }
 
 /// The exposition of two accounts. `main` polled the documented account sample and a page of
-/// bills; `second` the sample with a default fee setting, an answer with an unreadable amount
-/// and an error answer, so that every family that only such answers bring is shown too.
+/// bills; `second` the sample with a default fee setting, an answer with an unreadable amount,
+/// an error answer and a successful request, so that every family that only such answers bring is shown too.
 fn fixed_answers() -> Exposition {
     let main = fixed_account("main", false);
     let second = fixed_account("second", true);
@@ -97,6 +100,7 @@ fn fixed_answers() -> Exposition {
     troubled.decode_problems(Endpoint::Bills, &read_bill_answer(200, &headers, unreadable).unwrap().problems);
     let refused = read_bill_answer(400, &headers, br#"{"code":"40015","msg":"system error","requestTime":1}"#);
     troubled.request(Endpoint::Bills, &refused, Duration::from_millis(120));
+    troubled.request(Endpoint::Account, &Ok::<(), ApiError>(()), Duration::from_millis(80));
     let latest = second.latest().unwrap();
     second.publish(AccountSnapshot { stats: Arc::new(troubled), ..(*latest).clone() });
     Exposition::new(vec![main, second], Duration::from_secs(300))
