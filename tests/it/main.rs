@@ -14,6 +14,7 @@ mod figures;
 mod fuzz_regressions;
 mod golden;
 mod http;
+mod layering;
 mod ledger;
 mod load_test_files;
 mod promtool;
