@@ -1,7 +1,9 @@
 //! Durations in the two notations the exporter reads: Prometheus's for flags (`500ms`, `15s`,
 //! `1h30m`, `7d`: whole numbers, units from the largest to the smallest, each at most once, as
 //! Prometheus's own flags take them) and Go's `time.ParseDuration` for the exporter-toolkit web
-//! configuration file (`300ms`, `1.5s`, `1h2m`), which the Go exporters read that way.
+//! configuration file (`300ms`, `1.5s`, `1h2m`, up to Go's limit of 2^63 ns, about 292 years),
+//! which the Go exporters read that way. White space around a flag's duration is ignored, as an
+//! environment variable written from a file often ends in a newline.
 
 use std::time::Duration;
 
@@ -29,6 +31,10 @@ const PROMETHEUS_UNITS: [(&str, u64); 7] = [
 /// A Prometheus duration above zero, such as `1h30m`.
 pub fn parse_prometheus(text: &str) -> Result<Duration, DurationError> {
     let invalid = || DurationError::NotPrometheus(text.to_string());
+    // Prometheus's own zero, without a unit.
+    if text.trim() == "0" {
+        return Err(DurationError::Zero(text.to_string()));
+    }
     let parts = parts(text.trim()).ok_or_else(invalid)?;
     let mut previous_unit = None;
     let mut total_ms = 0u64;
@@ -47,6 +53,9 @@ pub fn parse_prometheus(text: &str) -> Result<Duration, DurationError> {
     }
     Ok(Duration::from_millis(total_ms))
 }
+
+/// The longest duration Go's `time.Duration` holds: 2^63 - 1 nanoseconds.
+const GO_LONGEST: Duration = Duration::from_nanos(i64::MAX as u64);
 
 /// A non-negative Go duration: `0`, or parts such as `1.5s` in any order.
 pub fn parse_go(text: &str) -> Result<Duration, DurationError> {
@@ -68,7 +77,7 @@ pub fn parse_go(text: &str) -> Result<Duration, DurationError> {
         };
         let value: f64 = number.parse().map_err(|_| invalid())?;
         let part = Duration::try_from_secs_f64(value * seconds_per_unit).map_err(|_| invalid())?;
-        total = total.checked_add(part).ok_or_else(invalid)?;
+        total = total.checked_add(part).filter(|total| *total <= GO_LONGEST).ok_or_else(invalid)?;
     }
     Ok(total)
 }
@@ -116,6 +125,8 @@ mod tests {
             assert_eq!(parse_prometheus(text), Err(DurationError::NotPrometheus(text.into())), "{text}");
         }
         assert_eq!(parse_prometheus("0s"), Err(DurationError::Zero("0s".into())));
+        assert_eq!(parse_prometheus("0"), Err(DurationError::Zero("0".into())));
+        assert_eq!(parse_prometheus(" 15s\n"), Ok(Duration::from_secs(15)), "white space around it");
         assert!(DurationError::NotPrometheus("1s1s".into()).to_string().contains("write it like 500ms"));
     }
 
@@ -127,11 +138,14 @@ mod tests {
         assert_eq!(parse_go("1h2m"), Ok(Duration::from_secs(3720)));
         assert_eq!(parse_go("10µs"), Ok(Duration::from_micros(10)));
         assert_eq!(parse_go("+1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(parse_go("2562047h"), Ok(Duration::from_secs(2_562_047 * 3600)), "Go's longest whole hours");
     }
 
     #[test]
     fn other_text_is_not_a_go_duration() {
-        for bad in ["", "1", "s", ".s", "-1s", "1x", "1d", "1s2", "1e9s", "99999999999999999999999h", "1..5s"] {
+        for bad in
+            ["", "1", "s", ".s", "-1s", "1x", "1d", "1s2", "1e9s", "99999999999999999999999h", "1..5s", "2562048h"]
+        {
             assert_eq!(parse_go(bad), Err(DurationError::NotGo(bad.into())), "{bad}");
         }
     }

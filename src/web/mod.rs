@@ -42,11 +42,10 @@ pub struct WebSettings {
     /// ([`app`] applies it, to the metrics route only.)
     pub max_requests: usize,
     /// Time to produce a whole response, else 503, and to send a scrape's page; and the longest a
-    /// client may take in no byte of one. Past either, its connection is closed. Zero means no
-    /// limit.
+    /// client may take in no byte of one. Past either, its connection is closed.
     pub request_timeout: Duration,
     /// Time for a client to finish its TLS handshake and to send request headers, else the
-    /// connection is closed. Zero means no limit.
+    /// connection is closed.
     pub header_read_timeout: Duration,
 }
 

@@ -35,10 +35,7 @@ pub(crate) fn wrap(
     if let Some(auth) = &auth {
         router = router.layer(middleware::from_fn_with_state(auth.clone(), check_credentials));
     }
-    if !settings.request_timeout.is_zero() {
-        router =
-            router.layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, settings.request_timeout));
-    }
+    router = router.layer(TimeoutLayer::with_status_code(StatusCode::SERVICE_UNAVAILABLE, settings.request_timeout));
     if let Some(limiter) = config.and_then(|config| config.rate_limit).map(RateLimiter::new) {
         router = router.layer(middleware::from_fn_with_state(Arc::new(limiter), rate_limited));
     }

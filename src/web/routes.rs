@@ -77,7 +77,7 @@ async fn metrics(State(state): State<AppState>, headers: HeaderMap) -> Response 
 /// queue (a scraper that waits in one would time out anyway); every answer, 503s included, is
 /// counted by status code. A scrape holds its place, and counts as in flight, until its body is
 /// sent or dropped, not only while its headers are made (as tower's concurrency limit would);
-/// a body not sent within `send_within` (zero: no limit) of the request is abandoned, closing
+/// a body not sent within `send_within` of the request is abandoned, closing
 /// the connection: clients that read slowly or not at all can neither pile up pages nor keep
 /// the places from scrapers. The probes are never limited, so a flood of scrapes cannot fail
 /// them.
@@ -88,7 +88,6 @@ pub(super) fn limited<S: Clone + Send + Sync + 'static>(
     stats: Arc<HandlerStats>,
 ) -> MethodRouter<S> {
     let places = (max > 0).then(|| Arc::new(Semaphore::new(max)));
-    let send_within = (!send_within.is_zero()).then_some(send_within);
     route.layer(middleware::from_fn_with_state(Limit { places, max, send_within, stats }, counted))
 }
 
@@ -96,12 +95,12 @@ pub(super) fn limited<S: Clone + Send + Sync + 'static>(
 struct Limit {
     places: Option<Arc<Semaphore>>,
     max: usize,
-    send_within: Option<Duration>,
+    send_within: Duration,
     stats: Arc<HandlerStats>,
 }
 
 async fn counted(State(limit): State<Limit>, request: Request, next: Next) -> Response {
-    let deadline = limit.send_within.map(|within| Instant::now() + within);
+    let deadline = Instant::now() + limit.send_within;
     let in_flight = limit.stats.start();
     let Ok(place) = limit.places.map(Semaphore::try_acquire_owned).transpose() else {
         in_flight.answered(StatusCode::SERVICE_UNAVAILABLE.as_u16());
@@ -116,7 +115,7 @@ async fn counted(State(limit): State<Limit>, request: Request, next: Next) -> Re
 /// A response body, its deadline, and what is held until it is sent or dropped.
 struct Held {
     body: Body,
-    deadline: Option<Instant>,
+    deadline: Instant,
     _held: (Option<OwnedSemaphorePermit>, InFlight),
 }
 
@@ -125,7 +124,7 @@ impl http_body::Body for Held {
     type Error = axum::Error;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
-        if self.deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+        if Instant::now() >= self.deadline {
             return Poll::Ready(Some(Err(axum::Error::new("the page was not taken in within --web.request-timeout"))));
         }
         Pin::new(&mut self.body).poll_frame(cx)

@@ -24,8 +24,6 @@ use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 use tracing::{debug, info, warn};
 
-/// How long to wait for connections to finish after `shutdown` when requests have no timeout.
-const DRAIN_WITHOUT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// Time on top of the request timeout for the last responses to be written out.
 const DRAIN_MARGIN: Duration = Duration::from_secs(1);
 /// Pause after an accept error that is not about one connection (e.g. out of file descriptors).
@@ -100,7 +98,7 @@ pub async fn serve(
     // The flags' settings, which a reload does not change.
     let settings = stacks.borrow().settings.clone();
     let mut http = http1::Builder::new();
-    http.timer(TokioTimer::new()).keep_alive(true).header_read_timeout(non_zero(settings.header_read_timeout));
+    http.timer(TokioTimer::new()).keep_alive(true).header_read_timeout(settings.header_read_timeout);
     // A page's next chunk is asked for once the one before is nearly sent, so that a scrape holds
     // about one chunk (hyper's default queues 400 KB). The same bound refuses (431) a request
     // whose headers reach 64 to 128 KiB, depending on how they arrive.
@@ -108,8 +106,8 @@ pub async fn serve(
     let connections = Arc::new(ConnectionSettings {
         stacks,
         http,
-        handshake_timeout: non_zero(settings.header_read_timeout),
-        write_timeout: non_zero(settings.request_timeout),
+        handshake_timeout: settings.header_read_timeout,
+        write_timeout: settings.request_timeout,
         places: Arc::new(Semaphore::new(connection_limit())),
         handshake_failures: Mutex::default(),
         plain_http: Mutex::default(),
@@ -121,9 +119,7 @@ pub async fn serve(
     if let Some(auth) = &connections.stacks.borrow().auth {
         auth.close();
     }
-    let deadline =
-        non_zero(settings.request_timeout).map_or(DRAIN_WITHOUT_REQUEST_TIMEOUT, |timeout| timeout + DRAIN_MARGIN);
-    drain(&mut running, deadline).await;
+    drain(&mut running, settings.request_timeout + DRAIN_MARGIN).await;
     info!("web server stopped");
 }
 
@@ -131,10 +127,10 @@ pub async fn serve(
 struct ConnectionSettings {
     stacks: watch::Receiver<Arc<WebStack>>,
     http: http1::Builder,
-    handshake_timeout: Option<Duration>,
+    handshake_timeout: Duration,
     /// How long a write may wait for the client to take in bytes before the connection is
     /// closed: a client that stops reading would otherwise hold its scrape's page forever.
-    write_timeout: Option<Duration>,
+    write_timeout: Duration,
     /// A place for each connection served; a connection accepted holds one until it closes.
     places: Arc<Semaphore>,
     handshake_failures: Mutex<LogLimit>,
@@ -194,10 +190,6 @@ impl ConnectionSettings {
 fn connection_limit() -> usize {
     let open_files = rustix::process::getrlimit(rustix::process::Resource::Nofile).current.unwrap_or(u64::MAX);
     usize::try_from(open_files / 2).unwrap_or(usize::MAX).clamp(1, MAX_CONNECTIONS)
-}
-
-fn non_zero(duration: Duration) -> Option<Duration> {
-    (!duration.is_zero()).then_some(duration)
 }
 
 /// Accepts connections on every listener, each connection in its own task, until `shutdown`;
@@ -296,13 +288,13 @@ async fn serve_connection(
     let tls = connections.stacks.borrow().tls.clone();
     let timed = |stream| {
         let mut stream = TimeoutStream::new(stream);
-        stream.set_write_timeout(connections.write_timeout);
+        stream.set_write_timeout(Some(connections.write_timeout));
         Box::pin(stream)
     };
     let Some(tls) = tls else {
         return serve_http(TokioIo::new(timed(stream)), peer, &connections, stopped).await;
     };
-    let deadline = connections.handshake_timeout.map(|limit| Instant::now() + limit);
+    let deadline = Instant::now() + connections.handshake_timeout;
     let handshake = async {
         let mut stream = stream;
         if before(deadline, answered_plain_http(&mut stream)).await? {
@@ -322,9 +314,8 @@ async fn serve_connection(
     serve_http(TokioIo::new(tls_stream), peer, &connections, stopped).await;
 }
 
-/// Runs one step of a handshake, failing once `deadline` (if any) has passed.
-async fn before<T>(deadline: Option<Instant>, step: impl Future<Output = std::io::Result<T>>) -> std::io::Result<T> {
-    let Some(deadline) = deadline else { return step.await };
+/// Runs one step of a handshake, failing once `deadline` has passed.
+async fn before<T>(deadline: Instant, step: impl Future<Output = std::io::Result<T>>) -> std::io::Result<T> {
     let timed_out = || std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out");
     tokio::time::timeout_at(deadline, step).await.unwrap_or_else(|_| Err(timed_out()))
 }

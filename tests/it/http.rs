@@ -22,7 +22,7 @@ fn state(path: &str) -> (AppState, Arc<AccountSlot>) {
             exposition,
             telemetry_path: path.into(),
             max_requests: 40,
-            request_timeout: Duration::ZERO,
+            request_timeout: Duration::from_secs(30),
             reload: None,
         },
         slot,

@@ -51,7 +51,7 @@ fn gated_router(started: Arc<Semaphore>, gate: Arc<RwLock<()>>, max: usize, stat
             "done"
         }
     };
-    Router::new().route("/", limited(get(handler), max, Duration::ZERO, stats))
+    Router::new().route("/", limited(get(handler), max, Duration::from_secs(60), stats))
 }
 
 #[tokio::test]
@@ -59,8 +59,12 @@ async fn beyond_max_requests_the_next_scrape_gets_503_at_once_and_is_counted() {
     let max = 3;
     let (started, gate, stats) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())), Arc::default());
     let closed = gate.clone().write_owned().await;
-    let pipeline =
-        wrap(gated_router(started.clone(), gate, max, Arc::clone(&stats)), &settings(None, Duration::ZERO), None).0;
+    let pipeline = wrap(
+        gated_router(started.clone(), gate, max, Arc::clone(&stats)),
+        &settings(None, Duration::from_secs(60)),
+        None,
+    )
+    .0;
     let in_flight: Vec<_> = (0..max)
         .map(|_| {
             let pipeline = pipeline.clone();
@@ -91,8 +95,9 @@ async fn beyond_max_requests_the_next_scrape_gets_503_at_once_and_is_counted() {
 #[tokio::test]
 async fn a_scrape_holds_its_place_until_its_body_is_sent_or_dropped() {
     let stats = Arc::new(HandlerStats::default());
-    let router = Router::new().route("/", limited(get(|| async { "the page" }), 1, Duration::ZERO, stats.clone()));
-    let pipeline = wrap(router, &settings(None, Duration::ZERO), None).0;
+    let router =
+        Router::new().route("/", limited(get(|| async { "the page" }), 1, Duration::from_secs(60), stats.clone()));
+    let pipeline = wrap(router, &settings(None, Duration::from_secs(60)), None).0;
     let first = handle(&pipeline, request(None)).await;
     assert_eq!(first.status(), StatusCode::OK);
     assert_eq!(stats.in_flight(), 1, "its body is not sent yet");
@@ -112,7 +117,7 @@ async fn zero_max_requests_means_no_limit() {
     let (started, gate) = (Arc::new(Semaphore::new(0)), Arc::new(RwLock::new(())));
     let closed = gate.clone().write_owned().await;
     let pipeline =
-        wrap(gated_router(started.clone(), gate, 0, Arc::default()), &settings(None, Duration::ZERO), None).0;
+        wrap(gated_router(started.clone(), gate, 0, Arc::default()), &settings(None, Duration::from_secs(60)), None).0;
     let requests: Vec<_> = (0..parallel)
         .map(|_| {
             let pipeline = pipeline.clone();
@@ -140,7 +145,7 @@ async fn a_request_over_its_time_gets_503_and_frees_its_place() {
             "quick"
         }
     };
-    let router = Router::new().route("/", limited(get(handler), 1, Duration::ZERO, Arc::default()));
+    let router = Router::new().route("/", limited(get(handler), 1, Duration::from_secs(60), Arc::default()));
     let pipeline = wrap(router, &settings(None, Duration::from_millis(100)), None).0;
     let started = std::time::Instant::now();
     let response = tokio::time::timeout(PATIENCE, handle(&pipeline, request(None))).await.expect("timed out in time");

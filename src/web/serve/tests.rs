@@ -83,7 +83,7 @@ async fn a_client_too_slow_to_send_its_headers_is_disconnected() {
 #[tokio::test]
 async fn idle_keep_alive_connections_do_not_hold_up_shutdown() {
     let router = Router::new().route("/", get(|| async { "hello" }));
-    let (address, stop, server) = start(router, settings(Duration::ZERO)).await;
+    let (address, stop, server) = start(router, settings(Duration::from_secs(60))).await;
     let mut idle = TcpStream::connect(address).await.unwrap();
     idle.write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n").await.unwrap();
     let mut first = [0u8; 512];
@@ -101,7 +101,8 @@ async fn a_client_that_takes_in_nothing_is_disconnected_after_the_request_timeou
     // Far more than the socket buffers on both sides hold, made a chunk at a time as it is sent,
     // as a page is.
     let handler = || async { axum::body::Body::new(Chunks(1024)) };
-    let router = Router::new().route("/", crate::web::routes::limited(get(handler), 1, Duration::ZERO, stats.clone()));
+    let router =
+        Router::new().route("/", crate::web::routes::limited(get(handler), 1, Duration::from_secs(60), stats.clone()));
     let settings = WebSettings { request_timeout: Duration::from_millis(300), ..settings(Duration::from_secs(5)) };
     let (address, stop, server) = start(router, settings).await;
     let mut stalled = TcpStream::connect(address).await.unwrap();
