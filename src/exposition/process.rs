@@ -55,9 +55,11 @@ mod tests {
             let line = status.lines().find(|l| l.starts_with(key)).unwrap();
             line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() * 1024.0
         };
-        // The kernel's own figures in /proc/self/status, read a moment later.
-        assert!((value(&RESIDENT) - kib("VmRSS:")).abs() < 64.0 * 1024.0 * 1024.0);
-        assert_eq!(value(&VIRTUAL) > 0.0, kib("VmSize:") > 0.0);
+        // The kernel's own figures in /proc/self/status, read a moment later, while other tests
+        // run: close, and far from the 16 times a wrong page size (4 against 64 KiB) would make.
+        let near = |ours: f64, kernel: f64| (0.5..2.0).contains(&(ours / kernel));
+        assert!(near(value(&RESIDENT), kib("VmRSS:")), "{} against {}", value(&RESIDENT), kib("VmRSS:"));
+        assert!(near(value(&VIRTUAL), kib("VmSize:")), "{} against {}", value(&VIRTUAL), kib("VmSize:"));
         assert!(value(&THREADS) >= 1.0 && value(&OPEN_FDS) >= 3.0 && value(&MAX_FDS) >= value(&OPEN_FDS));
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs_f64();
         assert!(value(&START_TIME) <= now && value(&START_TIME) > now - 3_600.0);
