@@ -30,6 +30,10 @@ pub const DATE_PRECISION_MS: i64 = 2_000;
 /// How far from the exchange's clock a request's timestamp may be and still be accepted.
 const TIMESTAMP_WINDOW_MS: i64 = 30_000;
 
+/// How far the exchange's clock may be ahead of [`Clock::now_ms`] with nothing to correct it: a
+/// timestamp behind by up to the window is accepted, and a `Date` never moves the estimate later.
+pub const UNCORRECTED_LAG_MS: i64 = TIMESTAMP_WINDOW_MS + DATE_PRECISION_MS;
+
 #[derive(Debug, Default)]
 pub struct Clock {
     learned: Mutex<Learned>,

@@ -20,6 +20,7 @@
 //!
 //! Pure logic, no I/O: the poller feeds it answers, the tests feed it a model exchange.
 
+use crate::api::clock::UNCORRECTED_LAG_MS;
 use crate::api::model::{Bill, BillPage, BUSINESS_TYPES};
 use crate::api::BillQuery;
 use crate::snapshot::counters::Loss;
@@ -170,15 +171,21 @@ impl BillCursor {
         &self.state
     }
 
-    /// Moves a restored settled point more than the overlap after `now_ms` back to `now_ms`,
-    /// and returns the point it had. A cursor saved in the future (by a clock that was ahead, or
-    /// in a damaged file) would otherwise send no query until then; within the overlap it stays:
-    /// clocks move a little when corrected. Both are the exchange's clock, which dates the bills:
-    /// no bill after its now can have been counted, so going back to it counts none twice.
+    /// Moves a restored settled point that is more than the overlap after the latest time the
+    /// exchange's clock can show back to that time, and returns the point it had. A cursor saved
+    /// in the future (by a clock that was ahead, or in a damaged file) would otherwise send no
+    /// query until then; within the overlap it stays: clocks move a little when corrected.
+    ///
+    /// `now_ms` is this machine's estimate of the exchange's clock, which may be behind it by up
+    /// to [`UNCORRECTED_LAG_MS`] with nothing to correct it. A bill counted before was created by
+    /// the exchange's now, so at most that far after `now_ms`: going back no further than
+    /// `now_ms` plus the lag counts none twice. (Going back to `now_ms` itself counted again the
+    /// bills between the two whenever the overlap was shorter than the lag.)
     pub fn bring_back_from_the_future(&mut self, now_ms: i64) -> Option<i64> {
         let saved = self.state.settled_through;
-        (saved > now_ms.saturating_add(self.overlap_ms)).then(|| {
-            self.state.settled_through = now_ms;
+        let latest_possible = now_ms.saturating_add(UNCORRECTED_LAG_MS);
+        (saved > latest_possible.saturating_add(self.overlap_ms)).then(|| {
+            self.state.settled_through = latest_possible;
             saved
         })
     }

@@ -370,7 +370,7 @@ impl AccountPoller {
         let now_ms = self.account.client.clock().now_ms();
         if let Some(saved_ms) = self.state.start_bill_scan(now_ms) {
             warn!(account = self.slot.name(), saved_settled_through_ms = saved_ms, now_ms,
-                "bills were taken as final up to a time in the future by the exchange's clock (saved by a clock that was ahead, or a damaged state file); counting continues from now, and bills created while the exporter was stopped may be missing");
+                "bills were taken as final up to a time later than the exchange's clock can show (saved by a clock that was ahead, or a damaged state file); counting continues from that latest time, and bills dated before it but created after the save are not counted");
         }
         if let Some(from_ms) = self.state.unsettled_from_ms().filter(|_| fresh) {
             info!(account = self.slot.name(), from_ms,

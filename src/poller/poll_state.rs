@@ -377,8 +377,9 @@ mod tests {
         let since = |state: &PollState| state.checkpoint().counters.counting_since_ms;
         let mut ahead = PollState::new(restored(500_000), &AccountSnapshot::default(), &settings(), &[2]);
         assert_eq!(ahead.start_bill_scan(100_000), Some(500_000));
-        assert_eq!(ahead.unsettled_from_ms(), Some(100_001));
-        assert_eq!(since(&ahead), Some(100_001), "bills before it were passed over");
+        let latest_possible = 100_000 + crate::api::clock::UNCORRECTED_LAG_MS;
+        assert_eq!(ahead.unsettled_from_ms(), Some(latest_possible + 1));
+        assert_eq!(since(&ahead), Some(latest_possible + 1), "bills before it were passed over");
         let mut state = PollState::new(restored(100_000), &AccountSnapshot::default(), &settings(), &[2]);
         assert_eq!(state.start_bill_scan(200_000), None);
         assert_eq!(since(&state), None, "a resumed count goes on from where it began");

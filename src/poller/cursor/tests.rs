@@ -576,15 +576,35 @@ fn bills_that_do_not_answer_a_filtered_query_are_ignored_and_named_by_the_field(
 }
 
 #[test]
-fn a_settled_point_beyond_the_overlap_in_the_future_comes_back_to_now() {
-    let mut within = BillCursor::new(70_001, 60_000, PAGE);
-    assert_eq!(within.bring_back_from_the_future(10_000), None, "60 s ahead is within the overlap");
+fn a_settled_point_beyond_the_overlap_in_the_future_comes_back_to_the_latest_time_possible() {
+    let latest_possible = 10_000 + UNCORRECTED_LAG_MS;
+    let mut within = BillCursor::new(latest_possible + 60_001, 60_000, PAGE);
+    assert_eq!(within.bring_back_from_the_future(10_000), None, "within the overlap of the latest time");
     within.start_poll(10_000);
-    assert_eq!(within.state().settled_through, 70_000);
+    assert_eq!(within.state().settled_through, latest_possible + 60_000);
     assert_eq!(within.next_query(), None);
-    let mut beyond = BillCursor::new(70_002, 60_000, PAGE);
-    assert_eq!(beyond.bring_back_from_the_future(10_000), Some(70_001));
-    assert_eq!(beyond.state().settled_through, 10_000);
-    beyond.start_poll(20_000);
-    assert_eq!(beyond.next_query().unwrap().start_time, 10_000, "scanned again from now");
+    let mut beyond = BillCursor::new(latest_possible + 60_002, 60_000, PAGE);
+    assert_eq!(beyond.bring_back_from_the_future(10_000), Some(latest_possible + 60_001));
+    assert_eq!(beyond.state().settled_through, latest_possible);
+    beyond.start_poll(latest_possible + 10_000);
+    assert_eq!(beyond.next_query().unwrap().start_time, latest_possible, "scanned again from there");
+}
+
+/// This machine's clock 28 s behind the exchange's, which the exchange accepts and nothing
+/// corrects, and an overlap of 10 s: the saved point, dated by the exchange, is more than the
+/// overlap after the estimated now at a restart. No bill is counted again.
+#[test]
+fn a_clock_behind_within_the_window_counts_no_bill_twice_after_a_restart() {
+    let (exchange_now, lag, overlap) = (1_000_000, 28_000, 10_000);
+    let deposit = |i: u64| at_once(bill(i, exchange_now - 19_000 + i as i64 * 1_000, "deposit", "USDT", ""));
+    let m = model((0..20).map(deposit).collect());
+    let mut before = BillCursor::new(900_000, overlap, PAGE);
+    assert_eq!(run(&m, &mut before, [exchange_now].into_iter(), 10).counted.len(), 20);
+
+    let mut after = BillCursor::resume(before.state().clone(), overlap, PAGE);
+    let estimated_now = exchange_now - lag;
+    assert!(after.state().settled_through > estimated_now + overlap);
+    assert_eq!(after.bring_back_from_the_future(estimated_now), None, "within the lag and the overlap");
+    let again = run(&m, &mut after, (0..10).map(|i| estimated_now + i * 15_000), 10);
+    assert!(again.counted.is_empty(), "counted twice: {:?}", again.counted);
 }
