@@ -251,12 +251,16 @@ impl<'a> View<'a> {
         lines.family(&COUNTING_START, since);
     }
 
-    /// The ledger check's differences, withdrawn with the coin's figures when they are stale.
+    /// The ledger check's differences. Like the bill counters they hold as of the settled time,
+    /// and stay when the coin's figures are withdrawn: a difference found is not disproved by an
+    /// outage or a restart, and its alert must not start its wait again.
     fn write_ledger(&self, lines: &mut Lines) {
         // The account's and coin's labels rendered once per coin, not once per field.
         let coins: BTreeMap<u64, RenderedLabels> = self
-            .coins()
-            .map(|(coin, _)| (coin, RenderedLabels::new(&(&self.account, coin_labels(self.coins, coin)))))
+            .snapshot
+            .ledger
+            .keys()
+            .map(|(coin, _)| (*coin, RenderedLabels::new(&(&self.account, coin_labels(self.coins, *coin)))))
             .collect();
         let samples = self
             .snapshot

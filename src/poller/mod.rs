@@ -110,12 +110,10 @@ impl Checkpoint {
             }
             Some(Ok(None)) | None => Self::default(),
         };
-        setup.slot.publish(AccountSnapshot {
-            counters: checkpoint.counters.clone(),
-            settled_through_ms: checkpoint.settled_through_ms(),
-            stats: Arc::new(AccountStats::new(setup.settings.interval)),
-            ..AccountSnapshot::default()
-        });
+        // Counters and ledger check as saved, of the coins polled, until the first poll answers.
+        let saved =
+            PollState::new(checkpoint.clone(), &AccountSnapshot::default(), &setup.settings, &setup.account.coin_ids);
+        setup.slot.publish(saved.snapshot(false, Arc::new(AccountStats::new(setup.settings.interval))));
         Arc::new(Mutex::new(checkpoint))
     }
 

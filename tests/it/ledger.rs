@@ -91,6 +91,27 @@ async fn while_saves_fail_the_ledger_check_shows_what_is_saved_as_the_counters_d
         .await;
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn a_difference_is_shown_from_the_first_scrape_after_a_restart() {
+    let mut exchange = Exchange::start(SimOptions::default()).await;
+    let state = common::state_path("ledger-restart");
+    let flags = ["--bills.overlap", "1s", "--state.file", state.to_str().unwrap()];
+    let mut exporter = Exporter::start(&exchange, &flags);
+    exporter.wait_for("every running total compared, at 0", all_zero).await;
+    exchange.sim.add_bill(exchange.key(), hidden(usdt_bill("deposit", 250, 0)));
+    exporter.wait_for("the hidden bill's difference", |s| differences(s).get("cum_deposit_amount") == Some(&2.5)).await;
+    assert!(exporter.terminate().success());
+
+    // No poll can answer: the saved difference is all the exporter has, and it is shown (with no
+    // figures of the coin), so that a restart does not hold off the alert on it.
+    exchange.stop().await;
+    let exporter = Exporter::start(&exchange, &flags);
+    let first = exporter.scrape().await;
+    assert_eq!(differences(&first).get("cum_deposit_amount"), Some(&2.5), "{}", first.text);
+    assert_eq!(differences(&first).len(), FIELDS);
+    assert_eq!(first.value("capi_collateral_amount", &[]), None);
+}
+
 /// Adds bills of every kind the check compares, signed as the exchange books them: a burst of
 /// more than a page in one millisecond, and some that become visible a second late.
 fn add_activity(exchange: &Exchange, round: i64) {
