@@ -17,8 +17,8 @@
 //! machine clock a day off is broken beyond what a correction should hide, and an absurd answer
 //! must not date every request (or the bill cursor) years away.
 
-use std::sync::{Mutex, PoisonError};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::sync::{Mutex, OnceLock, PoisonError};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The largest offset learned, either way: one day.
 pub const MAX_OFFSET_MS: i64 = 86_400_000;
@@ -111,9 +111,27 @@ pub fn local_now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
+/// This machine's clock as it was at the first call, moved on by the monotonic clock since: the
+/// time of figures fetched, and of the scrapes that judge their age. A step of the wall clock
+/// (an operator, NTP at boot) moves neither, so it can neither bring withdrawn figures back as
+/// fresh (a step back) nor withdraw fresh ones (a step forward).
+pub fn steady_now_ms() -> i64 {
+    static START: OnceLock<(Instant, i64)> = OnceLock::new();
+    let (start, start_ms) = START.get_or_init(|| (Instant::now(), local_now_ms()));
+    start_ms.saturating_add(i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_steady_clock_starts_at_the_wall_clock_and_never_goes_back() {
+        let first = steady_now_ms();
+        assert!((first - local_now_ms()).abs() < 1_000);
+        let later = steady_now_ms();
+        assert!(later >= first);
+    }
 
     #[test]
     fn the_offset_is_measured_at_the_middle_of_the_round_trip() {

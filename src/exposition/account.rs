@@ -477,7 +477,7 @@ fn unique<'a, R>(rows: impl IntoIterator<Item = (RenderedLabels, &'a R)>) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::clock::local_now_ms;
+    use crate::api::clock::steady_now_ms;
     use std::sync::Arc;
 
     #[test]
@@ -510,7 +510,7 @@ mod tests {
         let position =
             Position { id: Some("7".into()), coin_id: Some("2".into()), size: Some(1.into()), ..Position::default() };
         let info = AccountInfo { positions: vec![position], ..Default::default() };
-        let now = local_now_ms();
+        let now = steady_now_ms();
         let snapshot = AccountSnapshot {
             coins: [(1, Arc::new(info.clone())), (2, Arc::new(info))].into(),
             fetched_at_ms: [(1, now), (2, now)].into(),
@@ -539,7 +539,7 @@ mod tests {
             ..Position::default()
         };
         let page = |btc: AccountInfo, own: AccountInfo| {
-            let now = local_now_ms();
+            let now = steady_now_ms();
             let snapshot = AccountSnapshot {
                 coins: [(1, Arc::new(btc)), (2, Arc::new(own))].into(),
                 fetched_at_ms: [(1, now), (2, now)].into(),

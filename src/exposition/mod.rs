@@ -15,7 +15,7 @@ mod process;
 
 pub use format::Format;
 
-use crate::api::clock::local_now_ms;
+use crate::api::clock::steady_now_ms;
 use crate::api::Coins;
 use crate::snapshot::handler::HandlerStats;
 use crate::snapshot::reload::ReloadStatus;
@@ -151,7 +151,7 @@ impl Exposition {
 
     /// The page of one scrape.
     pub fn page(&self, format: Format) -> Page {
-        let now_ms = local_now_ms();
+        let now_ms = steady_now_ms();
         let oldest_ms = now_ms.saturating_sub(i64::try_from(self.max_age.as_millis()).unwrap_or(i64::MAX));
         let accounts: Vec<Arc<Rendered>> =
             self.accounts.iter().map(|account| account.current(oldest_ms, &self.coins)).collect();
@@ -400,7 +400,7 @@ mod tests {
         let slot = AccountSlot::new("main");
         let exposition = Exposition::new(vec![slot.clone()], Duration::from_secs(60));
         let info = crate::api::model::AccountInfo { version: Some(7.into()), ..Default::default() };
-        let fetched = local_now_ms() - 59_000;
+        let fetched = steady_now_ms() - 59_000;
         let snapshot = AccountSnapshot {
             coins: [(2, Arc::new(info))].into(),
             fetched_at_ms: [(2, fetched)].into(),
@@ -413,7 +413,7 @@ mod tests {
             if !text.contains("capi_account_version{") {
                 break text;
             }
-            assert!(local_now_ms() - fetched < 70_000, "still shown 10 s past the age limit: {text}");
+            assert!(steady_now_ms() - fetched < 70_000, "still shown 10 s past the age limit: {text}");
             std::thread::sleep(Duration::from_millis(20));
         };
         let age = text
@@ -425,7 +425,7 @@ mod tests {
     #[test]
     fn every_account_shows_the_age_of_its_figures() {
         let slots = [AccountSlot::new("main"), AccountSlot::new("second")];
-        let fetched = local_now_ms() - 5_000;
+        let fetched = steady_now_ms() - 5_000;
         for slot in &slots {
             slot.publish(AccountSnapshot { fetched_at_ms: [(2, fetched)].into(), ..AccountSnapshot::default() });
         }

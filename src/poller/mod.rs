@@ -12,7 +12,7 @@ pub mod retry;
 pub mod state;
 pub mod supervisor;
 
-use crate::api::clock::local_now_ms;
+use crate::api::clock::{local_now_ms, steady_now_ms};
 use crate::api::{Answer, ApiError, Client, Coins, Endpoint};
 use crate::snapshot::counters::BillCounters;
 use crate::snapshot::counters::Loss;
@@ -235,7 +235,7 @@ impl AccountPoller {
                     // the clock (a rejected timestamp, a `Date`) dates its question too. A fresh
                     // count begins there, and a clock behind would begin it before the start.
                     let asked_at_ms = asked_locally_ms.saturating_add(client.clock().offset_ms());
-                    if let Some(change) = self.state.take_account(coin, info, local_now_ms(), asked_at_ms) {
+                    if let Some(change) = self.state.take_account(coin, info, steady_now_ms(), asked_at_ms) {
                         error!(account = self.slot.name(), exchange_account = change.now, counted_exchange_account = change.counted,
                             "the exchange names another account than the one whose bills were counted under this name (the credentials of another account?); its bill counts and ledger check begin afresh");
                     }

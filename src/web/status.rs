@@ -3,6 +3,7 @@
 //! Built from the snapshots the pollers publish, so it says what `/metrics` says.
 
 use super::routes::AppState;
+use crate::api::clock::steady_now_ms;
 use crate::snapshot::stats::{unix_now, AccountStats};
 use crate::snapshot::{AccountSlot, AccountSnapshot, RECENT_LOG_BYTES};
 use crate::version::{REVISION, VERSION};
@@ -59,12 +60,13 @@ fn write_row(page: &mut String, slot: &AccountSlot, now: f64) {
         page,
         "<tr class=\"{class}\"><td>{name}</td><td>{polling}</td><td>{last_good}</td><td>{}</td><td>{bills}</td>\
          <td>{backoff}</td><td>{last_error}</td><td><a href=\"{POLL_LOG_PATH}?account={name}\">log</a></td></tr>",
-        data_age(&latest, now),
+        data_age(&latest),
     );
 }
 
-/// The age of the oldest figures shown.
-fn data_age(snapshot: &AccountSnapshot, now: f64) -> String {
+/// The age of the oldest figures shown, by the clock that dates them.
+fn data_age(snapshot: &AccountSnapshot) -> String {
+    let now = steady_now_ms() as f64 / 1e3;
     let oldest_ms = snapshot.fetched_at_ms.values().min();
     oldest_ms.map_or_else(|| "no figures yet".to_owned(), |ms| seconds_since(now, *ms as f64 / 1e3))
 }
