@@ -56,8 +56,8 @@ pub enum StateError {
     InUse { path: PathBuf, lock: PathBuf },
     #[error("cannot lock state file {path} with {lock}: {} (let the exporter's user write the file's folder, and the lock file if it is there)", describe_io_error(.error))]
     Lock { path: PathBuf, lock: PathBuf, error: std::io::Error },
-    #[error("cannot keep the unreadable state file {path} as {aside}: {}; it is left as it is (make its folder writable, or move it away)", describe_io_error(.error))]
-    CannotKeep { path: PathBuf, aside: PathBuf, error: std::io::Error },
+    #[error("cannot keep {what} state file {path} as {aside}: {}; it is left as it is (make its folder writable, check the disk has room, or move it away)", describe_io_error(.error))]
+    CannotKeep { what: &'static str, path: PathBuf, aside: PathBuf, error: std::io::Error },
     #[error("cannot write state file {path}: {}; bills counted since the last save are not shown until a save succeeds (let the exporter's user write the file and its folder, and check the disk has room)", describe_io_error(.error))]
     Write { path: PathBuf, error: std::io::Error },
 }
@@ -269,24 +269,24 @@ impl StateStore {
     /// written aside, alone, as the state file `<file>.unpolled`: a start with the wrong accounts
     /// (a wrong flag) must not lose the others' state for good. Alone, so that taking one back
     /// takes back no other account's older state (whose counters would fall, and count again).
+    ///
+    /// The copy is written without holding the entries, which every poller's save takes: a slow
+    /// file system holds up this call alone. Until it is written, saves keep the entries.
     pub fn forget_others(&self, kept: &[&str]) -> Result<Option<Forgotten>, StateError> {
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        let (others, polled) = std::mem::take(&mut entries.accounts)
-            .into_iter()
-            .partition::<BTreeMap<_, _>, _>(|(account, _)| !kept.contains(&account.as_str()));
-        entries.accounts = polled;
+        let others: RawEntries = {
+            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            let others = entries.accounts.iter().filter(|(account, _)| !kept.contains(&account.as_str()));
+            others.map(|(account, entry)| (account.clone(), entry.clone())).collect()
+        };
         if others.is_empty() {
             return Ok(None);
         }
-        let names = others.keys().cloned().collect();
         let bytes = StateFile::bytes(&others);
-        match keep_aside(&self.path, UNPOLLED, |aside| write_atomically(aside, &bytes)) {
-            Ok(kept) => Ok(Some(Forgotten { accounts: names, kept })),
-            Err(error) => {
-                entries.accounts.extend(others); // they stay, and are looked at again next start
-                Err(error)
-            }
-        }
+        // If this fails, they stay, and are looked at again next start.
+        let aside = keep_aside(&self.path, UNPOLLED, |aside| write_atomically(aside, &bytes))?;
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        entries.accounts.retain(|account, _| !others.contains_key(account));
+        Ok(Some(Forgotten { accounts: others.into_keys().collect(), kept: aside }))
     }
 
     /// The names of the accounts that have an entry.
@@ -407,7 +407,8 @@ const UNPOLLED: &str = ".unpolled";
 /// renames or copies it there. Failing to keep it is an error: it must not be overwritten.
 fn keep_aside(path: &Path, suffix: &str, keep: impl Fn(&Path) -> std::io::Result<()>) -> Result<PathBuf, StateError> {
     let name = |n: u32| beside(path, &if n == 0 { suffix.to_owned() } else { format!("{suffix}.{n}") });
-    let cannot_keep = |aside: PathBuf, error| StateError::CannotKeep { path: path.to_path_buf(), aside, error };
+    let what = if suffix == UNPOLLED { "the entries of accounts not polled from the" } else { "the unreadable" };
+    let cannot_keep = |aside: PathBuf, error| StateError::CannotKeep { what, path: path.to_path_buf(), aside, error };
     let Some(aside) = (0..100).map(name).find(|aside| !aside.exists()) else {
         let error = std::io::Error::other("its 100 earlier copies are all there; remove those no longer needed");
         return Err(cannot_keep(name(99), error));
@@ -431,13 +432,18 @@ fn parse(path: &Path, bytes: &[u8]) -> Result<StateFile, StateError> {
 
 /// Writes `bytes` as the file at `path`, readable by the exporter's user only, in full or not at
 /// all, and durably.
+/// A write that fails leaves no temporary file to fill a full disk further.
 fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let temporary = beside(path, ".tmp");
-    let mut file = std::fs::File::create(&temporary)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&temporary, path)?;
+    let written = std::fs::File::create(&temporary).and_then(|mut file| {
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        file.write_all(bytes)?;
+        file.sync_all()
+    });
+    if let Err(error) = written.and_then(|()| std::fs::rename(&temporary, path)) {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(error);
+    }
     // The rename itself is only durable once the folder is synced.
     let folder = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::File::open(folder).and_then(|f| f.sync_all())
@@ -1015,5 +1021,33 @@ mod tests {
         assert!(store.restore("other").unwrap().is_none());
         store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
         assert!(!std::fs::read_to_string(&path).unwrap().contains("\"other\""));
+    }
+
+    /// A folder where the temporary copy would go makes the copy fail, as a full disk would.
+    #[tokio::test]
+    async fn accounts_not_polled_stay_when_their_copy_cannot_be_written_and_no_temporary_file_is_left() {
+        let path = temp_path("unpolled-unwritable");
+        let aside = beside(&path, ".unpolled");
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&aside);
+        let (store, _) = StateStore::open(&path).unwrap();
+        let (cursor, counters) = sample();
+        for account in ["main", "other"] {
+            store.save(account, &cursor, &counters, &Ledger::default()).await.unwrap();
+        }
+        std::fs::create_dir_all(beside(&aside, ".tmp")).unwrap();
+        let error = store.forget_others(&["main"]).unwrap_err().to_string();
+        assert!(error.starts_with("cannot keep the entries of accounts not polled from the state file"), "{error}");
+        std::fs::remove_dir(beside(&aside, ".tmp")).unwrap();
+        store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
+        assert!(std::fs::read_to_string(&path).unwrap().contains("\"other\""), "kept in the file");
+        assert!(!aside.exists() && !beside(&aside, ".tmp").exists());
+
+        // A save whose rename fails (a folder where the file was) leaves no temporary file.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(store.save("main", &cursor, &counters, &Ledger::default()).await.is_err());
+        assert!(!beside(&path, ".tmp").exists(), "the temporary file is removed");
+        std::fs::remove_dir(&path).unwrap();
     }
 }
