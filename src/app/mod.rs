@@ -9,7 +9,6 @@ use crate::api::credentials::Known;
 use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use crate::config::{AccountConfig, Accounts, Config, ConfigError};
 use crate::exposition::Exposition;
-use crate::files::describe_io_error;
 use crate::poller::budget::{AccountBudget, UidWindows, WeightWindow};
 use crate::poller::state::{Forgotten, Opened, StateError, StateStore};
 use crate::poller::{PolledAccount, PollerSetup};
@@ -30,8 +29,6 @@ use tracing::{error, info, warn};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    #[error("cannot listen on {address}: {}; choose another --web.listen-address", describe_io_error(.error))]
-    Listen { address: String, error: std::io::Error },
     #[error("cannot start the simulated exchange: {0}")]
     Demo(std::io::Error),
     #[error("cannot set up the HTTP client")]
@@ -92,7 +89,7 @@ pub async fn run(
         open_files_limit = open_files,
         "starting capi_exporter"
     );
-    let listeners = bind(&config.listen_addresses).await?;
+    let listeners = crate::web::bind(&config.listen_addresses).await?;
     // Pollers are set up (and restored counters published) before anyone can scrape.
     let mut fleet = Fleet::new().map_err(RunError::Pollers)?;
     let max_age = plan.max_age;
@@ -279,31 +276,6 @@ fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
         0 => shown.join(","),
         more => format!("{},... ({more} more)", shown.join(",")),
     }
-}
-
-/// Binds every listen address (a host name to the first of its addresses that binds).
-async fn bind(addresses: &[String]) -> Result<Vec<tokio::net::TcpListener>, RunError> {
-    let mut listeners = Vec::with_capacity(addresses.len());
-    for address in addresses {
-        let listener = match tokio::net::TcpListener::bind(address.as_str()).await {
-            Err(error) if address.starts_with("[::]:") && !ipv6_available(&error) => {
-                // A host without IPv6 (a container with it switched off): every IPv4 address.
-                let ipv4 = address.replacen("[::]", "0.0.0.0", 1);
-                warn!(address, %error, instead = ipv4, "IPv6 is not available here; listening on every IPv4 address");
-                tokio::net::TcpListener::bind(ipv4.as_str()).await
-            }
-            bound => bound,
-        };
-        listeners.push(listener.map_err(|error| RunError::Listen { address: address.clone(), error })?);
-    }
-    Ok(listeners)
-}
-
-/// Whether a failed bind on `[::]` leaves IPv6 possible: no address family support, or no IPv6
-/// address at all, means it does not.
-fn ipv6_available(error: &std::io::Error) -> bool {
-    const NO_FAMILY: i32 = libc::EAFNOSUPPORT;
-    !(error.kind() == std::io::ErrorKind::AddrNotAvailable || error.raw_os_error() == Some(NO_FAMILY))
 }
 
 /// What `--config.check` prints: that the configuration is valid, then each warning a start

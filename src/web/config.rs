@@ -104,7 +104,7 @@ impl WebConfig {
     /// for no TLS.
     pub(super) fn server_tls(&self) -> Result<Option<ServerTls>, WebError> {
         let Some(tls) = &self.tls else { return Ok(None) };
-        let located = |problem: String| WebError { file: self.file.clone(), problem };
+        let located = |problem: String| WebError::Config { file: self.file.clone(), problem };
         ServerTls::load(tls.clone()).map(Some).map_err(located)
     }
 }

@@ -27,9 +27,10 @@ mod test_support;
 
 pub use config::WebConfig;
 pub use routes::{app, AppState, ReloadRequest, RELOAD_PATH};
-pub use serve::{serve, WebStack};
+pub use serve::{bind, serve, WebStack};
 pub use status::POLL_LOG_PATH;
 
+use crate::files::describe_io_error;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -66,25 +67,32 @@ impl Default for WebSettings {
 }
 
 /// What can go wrong in this module: only setting up, since serving never fails as a whole
-/// (a bad client or a failed handshake closes that one connection). The web configuration, or a
-/// certificate or key it names, is unusable.
+/// (a bad client or a failed handshake closes that one connection).
 #[derive(Debug, thiserror::Error)]
-#[error("web config{}: {problem}", describe_file(file))]
-pub struct WebError {
-    /// The web configuration file when it was loaded from one.
-    pub file: Option<PathBuf>,
-    /// One line that never holds a secret.
-    pub problem: String,
+pub enum WebError {
+    /// The web configuration, or a certificate or key it names, is unusable.
+    #[error("web config{}: {problem}", describe_file(file))]
+    Config {
+        /// The web configuration file when it was loaded from one.
+        file: Option<PathBuf>,
+        /// One line that never holds a secret.
+        problem: String,
+    },
+    #[error("cannot listen on {address}: {}; choose another --web.listen-address", describe_io_error(.error))]
+    Listen { address: String, error: std::io::Error },
 }
 
 impl WebError {
     fn config(problem: impl Into<String>) -> Self {
-        WebError { file: None, problem: problem.into() }
+        WebError::Config { file: None, problem: problem.into() }
     }
 
     /// Names the file the problem was found in, for errors found before the file was known.
     fn in_file(self, path: &std::path::Path) -> Self {
-        WebError { file: Some(path.to_path_buf()), ..self }
+        match self {
+            WebError::Config { problem, .. } => WebError::Config { file: Some(path.to_path_buf()), problem },
+            listen @ WebError::Listen { .. } => listen,
+        }
     }
 }
 

@@ -85,6 +85,31 @@ impl WebStack {
     }
 }
 
+/// Binds every listen address (a host name to the first of its addresses that binds).
+pub async fn bind(addresses: &[String]) -> Result<Vec<TcpListener>, WebError> {
+    let mut listeners = Vec::with_capacity(addresses.len());
+    for address in addresses {
+        let listener = match TcpListener::bind(address.as_str()).await {
+            Err(error) if address.starts_with("[::]:") && !ipv6_available(&error) => {
+                // A host without IPv6 (a container with it switched off): every IPv4 address.
+                let ipv4 = address.replacen("[::]", "0.0.0.0", 1);
+                warn!(address, %error, instead = ipv4, "IPv6 is not available here; listening on every IPv4 address");
+                TcpListener::bind(ipv4.as_str()).await
+            }
+            bound => bound,
+        };
+        listeners.push(listener.map_err(|error| WebError::Listen { address: address.clone(), error })?);
+    }
+    Ok(listeners)
+}
+
+/// Whether a failed bind on `[::]` leaves IPv6 possible: no address family support, or no IPv6
+/// address at all, means it does not.
+fn ipv6_available(error: &std::io::Error) -> bool {
+    const NO_FAMILY: i32 = libc::EAFNOSUPPORT;
+    !(error.kind() == std::io::ErrorKind::AddrNotAvailable || error.raw_os_error() == Some(NO_FAMILY))
+}
+
 /// Serves on every listener until `shutdown` completes, with the latest of `stacks`. At
 /// `shutdown` it stops accepting, lets the requests in flight finish (for at most the request
 /// timeout), closes idle connections, and returns. A bad client closes that one connection and is
