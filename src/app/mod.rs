@@ -77,6 +77,9 @@ pub async fn run(
     let plan = wiring.plan(&config);
     if let Some(store) = &wiring.store {
         forget_unpolled(store, &plan.names());
+        if !first_start {
+            warn_of_accounts_not_backfilled(config.bills_backfill, store, &plan.names());
+        }
     }
     info!(
         version = crate::version::VERSION,
@@ -347,13 +350,26 @@ async fn resolve_exchange(config: &Config) -> Result<(String, Option<tokio::task
 /// bills would read as a reset followed by those bills, and `increase()` would count them twice.
 fn backfill(config: &Config, first_start: bool) -> Duration {
     if first_start {
-        return config.bills_backfill;
+        config.bills_backfill
+    } else {
+        Duration::ZERO
     }
-    if !config.bills_backfill.is_zero() {
-        info!(backfill = ?config.bills_backfill,
-            "--bills.backfill applies at the first start only (no state file yet): an account without saved state counts from when it is first polled");
+}
+
+/// Names the accounts a backfill was asked for that do not get it: those without saved state
+/// at a later start (added since, whose first polls failed, or whose state was lost). Their
+/// bills before their first poll are not counted, and the operator should know which.
+fn warn_of_accounts_not_backfilled(backfill: Duration, store: &StateStore, polled: &[String]) {
+    if backfill.is_zero() {
+        return;
     }
-    Duration::ZERO
+    let saved = store.accounts();
+    let unsaved: Vec<&str> =
+        polled.iter().map(String::as_str).filter(|name| !saved.iter().any(|s| s == name)).collect();
+    if !unsaved.is_empty() {
+        warn!(accounts = %listed(unsaved.into_iter()), backfill = ?backfill,
+            "--bills.backfill applies at the first start only (no state file yet): these accounts have no saved state, and count from their first poll");
+    }
 }
 
 /// Opens the state file and says what it found, and whether this is the first start (no file
