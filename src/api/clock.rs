@@ -18,7 +18,7 @@
 //! must not date every request (or the bill cursor) years away.
 
 use std::sync::{Mutex, OnceLock, PoisonError};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// The largest offset learned, either way: one day.
 pub const MAX_OFFSET_MS: i64 = 86_400_000;
@@ -31,8 +31,9 @@ pub const DATE_PRECISION_MS: i64 = 2_000;
 const TIMESTAMP_WINDOW_MS: i64 = 30_000;
 
 /// How far the exchange's clock may be ahead of [`Clock::now_ms`] with nothing to correct it: a
-/// timestamp behind by up to the window is accepted, and a `Date` never moves the estimate later.
-pub const UNCORRECTED_LAG_MS: i64 = TIMESTAMP_WINDOW_MS + DATE_PRECISION_MS;
+/// timestamp behind by up to the window is accepted, and a `Date` (a proxy's, say) may take the
+/// estimate up to the window, and its precision, earlier than that.
+pub const UNCORRECTED_LAG_MS: i64 = 2 * TIMESTAMP_WINDOW_MS + DATE_PRECISION_MS;
 
 #[derive(Debug, Default)]
 pub struct Clock {
@@ -111,14 +112,20 @@ pub fn local_now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }
 
-/// This machine's clock as it was at the first call, moved on by the monotonic clock since: the
-/// time of figures fetched, and of the scrapes that judge their age. A step of the wall clock
-/// (an operator, NTP at boot) moves neither, so it can neither bring withdrawn figures back as
-/// fresh (a step back) nor withdraw fresh ones (a step forward).
+/// This machine's clock as it was at the first call, moved on since by the clock of time since
+/// boot (`CLOCK_BOOTTIME`: it never steps, and counts a suspend or a paused VM): the time of
+/// figures fetched, and of the scrapes that judge their age. A step of the wall clock (an
+/// operator, NTP at boot) moves neither, so it can neither bring withdrawn figures back as fresh
+/// (a step back) nor withdraw fresh ones (a step forward).
 pub fn steady_now_ms() -> i64 {
-    static START: OnceLock<(Instant, i64)> = OnceLock::new();
-    let (start, start_ms) = START.get_or_init(|| (Instant::now(), local_now_ms()));
-    start_ms.saturating_add(i64::try_from(start.elapsed().as_millis()).unwrap_or(i64::MAX))
+    static START: OnceLock<(i64, i64)> = OnceLock::new();
+    let (start_boot_ms, start_ms) = *START.get_or_init(|| (since_boot_ms(), local_now_ms()));
+    start_ms.saturating_add(since_boot_ms().saturating_sub(start_boot_ms))
+}
+
+fn since_boot_ms() -> i64 {
+    let now = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    now.tv_sec.saturating_mul(1000).saturating_add(now.tv_nsec / 1_000_000)
 }
 
 #[cfg(test)]

@@ -171,10 +171,12 @@ impl BillCursor {
         &self.state
     }
 
-    /// Moves a restored settled point that is more than the overlap after the latest time the
-    /// exchange's clock can show back to that time, and returns the point it had. A cursor saved
-    /// in the future (by a clock that was ahead, or in a damaged file) would otherwise send no
-    /// query until then; within the overlap it stays: clocks move a little when corrected.
+    /// Takes a restored settled point more than the overlap after `now_ms` for one saved in the
+    /// future, and returns it: bills created since the save and dated before it are not counted
+    /// (by a clock that was ahead, or from a damaged file), which the caller says. Within the
+    /// overlap it is not: clocks move a little when corrected. The point is brought back to the
+    /// latest time the exchange's clock can show, if it is later, so that counting does not wait
+    /// for it.
     ///
     /// `now_ms` is this machine's estimate of the exchange's clock, which may be behind it by up
     /// to [`UNCORRECTED_LAG_MS`] with nothing to correct it. A bill counted before was created by
@@ -183,9 +185,8 @@ impl BillCursor {
     /// bills between the two whenever the overlap was shorter than the lag.)
     pub fn bring_back_from_the_future(&mut self, now_ms: i64) -> Option<i64> {
         let saved = self.state.settled_through;
-        let latest_possible = now_ms.saturating_add(UNCORRECTED_LAG_MS);
-        (saved > latest_possible.saturating_add(self.overlap_ms)).then(|| {
-            self.state.settled_through = latest_possible;
+        (saved > now_ms.saturating_add(self.overlap_ms)).then(|| {
+            self.state.settled_through = saved.min(now_ms.saturating_add(UNCORRECTED_LAG_MS));
             saved
         })
     }

@@ -336,7 +336,11 @@ impl AccountPoller {
         };
         let (counters, settled_through_ms, ledger) = {
             let saved = lock(&self.checkpoint);
-            (saved.counters.clone(), saved.settled_through_ms(), saved.ledger.differences())
+            // Of the coins polled: a coin dropped by a reload stays in what is saved until a
+            // save succeeds, and its difference must not come back meanwhile.
+            let mut ledger = saved.ledger.differences();
+            ledger.retain(|(coin, _), _| self.account.coin_ids.contains(coin));
+            (saved.counters.clone(), saved.settled_through_ms(), ledger)
         };
         self.slot.publish(AccountSnapshot {
             counters,
@@ -368,7 +372,7 @@ impl AccountPoller {
         let now_ms = self.account.client.clock().now_ms();
         if let Some(saved_ms) = self.state.start_bill_scan(now_ms) {
             warn!(account = self.slot.name(), saved_settled_through_ms = saved_ms, now_ms,
-                "bills were taken as final up to a time later than the exchange's clock can show (saved by a clock that was ahead, or a damaged state file); counting continues from that latest time, and bills dated before it but created after the save are not counted");
+                "bills were taken as final up to a time after the exchange's clock as estimated now (saved by a clock that was ahead, or a damaged state file; or this machine's clock is behind): counting goes on from there, or from the latest time the exchange's clock can show if that is earlier, and bills created since the save and dated before that are not counted");
         }
         if let Some(from_ms) = self.state.unsettled_from_ms().filter(|_| fresh) {
             info!(account = self.slot.name(), from_ms,

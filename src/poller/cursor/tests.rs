@@ -576,15 +576,18 @@ fn bills_that_do_not_answer_a_filtered_query_are_ignored_and_named_by_the_field(
 }
 
 #[test]
-fn a_settled_point_beyond_the_overlap_in_the_future_comes_back_to_the_latest_time_possible() {
+fn a_settled_point_beyond_the_overlap_in_the_future_is_said_and_kept_up_to_the_latest_time_possible() {
     let latest_possible = 10_000 + UNCORRECTED_LAG_MS;
-    let mut within = BillCursor::new(latest_possible + 60_001, 60_000, PAGE);
-    assert_eq!(within.bring_back_from_the_future(10_000), None, "within the overlap of the latest time");
+    let mut within = BillCursor::new(70_001, 60_000, PAGE);
+    assert_eq!(within.bring_back_from_the_future(10_000), None, "within the overlap");
     within.start_poll(10_000);
-    assert_eq!(within.state().settled_through, latest_possible + 60_000);
+    assert_eq!(within.state().settled_through, 70_000);
     assert_eq!(within.next_query(), None);
-    let mut beyond = BillCursor::new(latest_possible + 60_002, 60_000, PAGE);
-    assert_eq!(beyond.bring_back_from_the_future(10_000), Some(latest_possible + 60_001));
+    let mut ahead = BillCursor::new(70_002, 60_000, PAGE);
+    assert_eq!(ahead.bring_back_from_the_future(10_000), Some(70_001), "said");
+    assert_eq!(ahead.state().settled_through, 70_001, "kept: the exchange's clock may show it");
+    let mut beyond = BillCursor::new(latest_possible + 2, 60_000, PAGE);
+    assert_eq!(beyond.bring_back_from_the_future(10_000), Some(latest_possible + 1));
     assert_eq!(beyond.state().settled_through, latest_possible);
     beyond.start_poll(latest_possible + 10_000);
     assert_eq!(beyond.next_query().unwrap().start_time, latest_possible, "scanned again from there");
@@ -603,8 +606,10 @@ fn a_clock_behind_within_the_window_counts_no_bill_twice_after_a_restart() {
 
     let mut after = BillCursor::resume(before.state().clone(), overlap, PAGE);
     let estimated_now = exchange_now - lag;
-    assert!(after.state().settled_through > estimated_now + overlap);
-    assert_eq!(after.bring_back_from_the_future(estimated_now), None, "within the lag and the overlap");
+    let saved = after.state().settled_through;
+    assert!(saved > estimated_now + overlap);
+    assert_eq!(after.bring_back_from_the_future(estimated_now), Some(saved), "said");
+    assert_eq!(after.state().settled_through, saved, "within the lag: kept");
     let again = run(&m, &mut after, (0..10).map(|i| estimated_now + i * 15_000), 10);
     assert!(again.counted.is_empty(), "counted twice: {:?}", again.counted);
 }
