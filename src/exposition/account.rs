@@ -15,7 +15,7 @@ use crate::api::Coins;
 use crate::snapshot::counters::{FlowKey, Loss};
 use crate::snapshot::AccountSnapshot;
 use rust_decimal::Decimal;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub(super) const UP: Family = Family::gauge(
     "capi_up",
@@ -256,11 +256,10 @@ impl<'a> View<'a> {
     /// outage or a restart, and its alert must not start its wait again.
     fn write_ledger(&self, lines: &mut Lines) {
         // The account's and coin's labels rendered once per coin, not once per field.
-        let coins: BTreeMap<u64, RenderedLabels> = self
-            .snapshot
-            .ledger
-            .keys()
-            .map(|(coin, _)| (*coin, RenderedLabels::new(&(&self.account, coin_labels(self.coins, *coin)))))
+        let compared: BTreeSet<u64> = self.snapshot.ledger.keys().map(|(coin, _)| *coin).collect();
+        let coins: BTreeMap<u64, RenderedLabels> = compared
+            .into_iter()
+            .map(|coin| (coin, RenderedLabels::new(&(&self.account, coin_labels(self.coins, coin)))))
             .collect();
         let samples = self
             .snapshot
