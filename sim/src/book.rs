@@ -9,7 +9,7 @@ use rust_decimal::Decimal;
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use super::records::{coin_id, coin_name, AccountRecord, Collateral, Position, Record};
+use super::records::{account_record, coin_id, coin_name, Collateral, Position, Record};
 use super::{Credentials, SimOptions, TimeField};
 
 /// The first bill id: above 2^53, as in the documentation's sample, so float parsing breaks.
@@ -125,7 +125,10 @@ impl BillQuery {
 #[derive(Debug)]
 pub(crate) struct Account {
     pub(crate) credentials: Credentials,
-    record: AccountRecord,
+    /// The account id, as the spec writes it (text).
+    id: String,
+    /// The account query's `account` record.
+    record: Value,
     collateral: BTreeMap<u64, Record<Collateral>>,
     positions: BTreeMap<String, Record<Position>>,
     bills: Vec<SimBill>,
@@ -140,7 +143,7 @@ impl Account {
         let positions: Vec<Value> =
             self.positions.values().filter(|position| position.value.coin_id == coin_id).map(Record::to_json).collect();
         let mut answer = Map::new();
-        answer.insert("account".to_owned(), self.record.to_json());
+        answer.insert("account".to_owned(), self.record.clone());
         answer.insert("collateral".to_owned(), Value::from(collateral));
         answer.insert("position".to_owned(), Value::from(positions));
         answer.insert("version".to_owned(), Value::from(self.version.to_string()));
@@ -187,7 +190,7 @@ impl Account {
 
     /// The coin's collateral record, created empty on first use (a first deposit, say).
     fn collateral_mut(&mut self, coin_id: u64, now_ms: i64) -> &mut Record<Collateral> {
-        let account_id = &self.record.id;
+        let account_id = &self.id;
         self.collateral
             .entry(coin_id)
             .or_insert_with(|| Record::new(Collateral::new(account_id, coin_id, Decimal::ZERO, now_ms)))
@@ -254,24 +257,21 @@ impl Book {
     /// The api key of the `number`th account added (from 1), as the demo names them `demo-N`.
     pub(crate) fn api_key_of_number(&self, number: u64) -> Option<String> {
         let id = FIRST_ACCOUNT_ID.checked_add(number.checked_sub(1)?)?.to_string();
-        self.accounts
-            .values()
-            .find(|account| account.record.id == id)
-            .map(|account| account.credentials.api_key.clone())
+        self.accounts.values().find(|account| account.id == id).map(|account| account.credentials.api_key.clone())
     }
 
     /// Adds (or replaces) the account of these credentials, holding the starting amount of
     /// each coin.
     pub(crate) fn add_account(&mut self, credentials: Credentials, coin_ids: &[u64], now_ms: i64) {
-        let record =
-            AccountRecord::new(FIRST_ACCOUNT_ID + self.next_account, FIRST_USER_ID + self.next_account, now_ms);
+        let id = (FIRST_ACCOUNT_ID + self.next_account).to_string();
+        let record = account_record(&id, FIRST_USER_ID + self.next_account, now_ms);
         self.next_account += 1;
         let collateral = coin_ids
             .iter()
-            .map(|&coin| (coin, Record::new(Collateral::new(&record.id, coin, STARTING_AMOUNT, now_ms))))
+            .map(|&coin| (coin, Record::new(Collateral::new(&id, coin, STARTING_AMOUNT, now_ms))))
             .collect();
-        let account =
-            Account { credentials, record, collateral, positions: BTreeMap::new(), bills: Vec::new(), version: 1 };
+        let (positions, bills) = (BTreeMap::new(), Vec::new());
+        let account = Account { credentials, id, record, collateral, positions, bills, version: 1 };
         self.accounts.insert(account.credentials.api_key.clone(), account);
     }
 
@@ -361,10 +361,9 @@ impl Book {
         self.next_position_id += 1;
         let sequence = self.next_sequence_id();
         let account = self.scripted(api_key);
-        let zero = Decimal::ZERO;
         let position = Position {
             id: id.clone(),
-            account_id: account.record.id.clone(),
+            account_id: account.id.clone(),
             coin_id: new.coin_id,
             contract_id: new.contract_id,
             side: new.side,
@@ -374,22 +373,13 @@ impl Book {
             leverage: new.leverage,
             size: new.size,
             open_value: new.open_value,
-            open_fee: zero,
-            funding_fee: zero,
-            isolated_margin: zero,
-            is_auto_append_isolated_margin: false,
             cum_open_size: new.size,
             cum_open_value: new.open_value,
-            cum_open_fee: zero,
-            cum_close_size: zero,
-            cum_close_value: zero,
-            cum_close_fee: zero,
-            cum_funding_fee: zero,
-            cum_liquidate_fee: zero,
             created_match_sequence_id: sequence.clone(),
             updated_match_sequence_id: sequence,
             created_time: now_ms,
             updated_time: now_ms,
+            ..Position::default()
         };
         account.positions.insert(id.clone(), Record::new(position));
         account.version += 1;

@@ -4,14 +4,13 @@
 //! Tests need to serve malformed records on purpose, so a collateral or position record is a
 //! [`Record`]: the typed value plus raw per-field overrides laid over it when rendered.
 
-use std::collections::BTreeMap;
 use std::fmt::Display;
 use std::str::FromStr;
 
 use rust_decimal::Decimal;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::{json, Map, Value};
 
 /// The taker fee rate the simulated accounts are configured with; the generator charges it.
 pub(crate) const TAKER_FEE_RATE: Decimal = Decimal::from_parts(6, 0, 0, false, 4);
@@ -108,122 +107,54 @@ fn object_of<T: Serialize>(value: &T) -> Map<String, Value> {
     }
 }
 
-/// Spec 2.3.1.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct FeeSetting {
-    contract_id: String,
-    is_set_fee_rate: bool,
-    taker_fee_rate: String,
-    maker_fee_rate: String,
-    is_set_fee_discount: bool,
-    fee_discount: String,
-    is_set_taker_maker_fee_discount: bool,
-    taker_fee_discount: String,
-    maker_fee_discount: String,
-}
-
-/// Spec 2.3.3.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct ModeSetting {
-    contract_id: String,
-    margin_mode: String,
-    separated_mode: String,
-    position_mode: String,
-}
-
-/// Spec 2.3.4.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct LeverageSetting {
-    contract_id: String,
-    isolated_long_leverage: String,
-    isolated_short_leverage: String,
-    cross_leverage: String,
-    shared_leverage: String,
-}
-
-/// Spec 2.3: the account record.
-#[derive(Debug, Clone, Serialize)]
-pub(crate) struct AccountRecord {
-    pub(crate) id: String,
-    user_id: String,
-    client_account_id: String,
-    is_system_account: bool,
-    /// The documented sample shows null.
-    default_fee_setting: Option<FeeSetting>,
-    contract_id_to_fee_setting: BTreeMap<String, FeeSetting>,
-    contract_id_to_mode_setting: BTreeMap<String, ModeSetting>,
-    contract_id_to_leverage_setting: BTreeMap<String, LeverageSetting>,
-    create_order_rate_limit_per_minute: i64,
-    create_order_delay_milliseconds: i64,
-    extra_type: String,
-    extra_data_json: String,
-    status: String,
-    #[serde(with = "text")]
-    created_time: i64,
-    #[serde(with = "text")]
-    updated_time: i64,
-}
-
-impl AccountRecord {
-    /// A NORMAL account with settings for each of [`CONTRACTS`].
-    pub(crate) fn new(id: u64, user_id: u64, now_ms: i64) -> Self {
-        let (mut fees, mut modes, mut leverages) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
-        for (contract, _) in CONTRACTS {
-            let contract_id = contract.to_string();
-            let fee = FeeSetting {
-                contract_id: contract_id.clone(),
-                is_set_fee_rate: false,
-                taker_fee_rate: TAKER_FEE_RATE.to_string(),
-                maker_fee_rate: MAKER_FEE_RATE.to_owned(),
-                is_set_fee_discount: false,
-                fee_discount: "1".to_owned(),
-                is_set_taker_maker_fee_discount: false,
-                taker_fee_discount: "1".to_owned(),
-                maker_fee_discount: "1".to_owned(),
-            };
-            let mode = ModeSetting {
-                contract_id: contract_id.clone(),
-                margin_mode: "SHARED".to_owned(),
-                separated_mode: "COMBINED".to_owned(),
-                position_mode: "HEDGE".to_owned(),
-            };
-            let leverage = LeverageSetting {
-                contract_id: contract_id.clone(),
-                isolated_long_leverage: "20".to_owned(),
-                isolated_short_leverage: "20".to_owned(),
-                cross_leverage: "20".to_owned(),
-                shared_leverage: "20".to_owned(),
-            };
-            fees.insert(contract_id.clone(), fee);
-            modes.insert(contract_id.clone(), mode);
-            leverages.insert(contract_id, leverage);
-        }
-        Self {
-            id: id.to_string(),
-            user_id: user_id.to_string(),
-            client_account_id: "0".to_owned(),
-            is_system_account: false,
-            default_fee_setting: None,
-            contract_id_to_fee_setting: fees,
-            contract_id_to_mode_setting: modes,
-            contract_id_to_leverage_setting: leverages,
-            create_order_rate_limit_per_minute: 0,
-            create_order_delay_milliseconds: 0,
-            extra_type: String::new(),
-            extra_data_json: String::new(),
-            status: "NORMAL".to_owned(),
-            created_time: now_ms,
-            updated_time: now_ms,
-        }
-    }
-
-    pub(crate) fn to_json(&self) -> Value {
-        Value::Object(object_of(self))
-    }
+/// Spec 2.3: the account record of a NORMAL account with settings (2.3.1, 2.3.3, 2.3.4) for each
+/// of [`CONTRACTS`].
+pub(crate) fn account_record(id: &str, user_id: u64, now_ms: i64) -> Value {
+    let per_contract = |setting: fn(&str) -> Value| -> Map<String, Value> {
+        CONTRACTS.iter().map(|(contract, _)| (contract.to_string(), setting(&contract.to_string()))).collect()
+    };
+    json!({
+        "id": id,
+        "user_id": user_id.to_string(),
+        "client_account_id": "0",
+        "is_system_account": false,
+        "default_fee_setting": null, // as the documented sample shows
+        "contract_id_to_fee_setting": per_contract(|contract_id| json!({
+            "contract_id": contract_id,
+            "is_set_fee_rate": false,
+            "taker_fee_rate": TAKER_FEE_RATE.to_string(),
+            "maker_fee_rate": MAKER_FEE_RATE,
+            "is_set_fee_discount": false,
+            "fee_discount": "1",
+            "is_set_taker_maker_fee_discount": false,
+            "taker_fee_discount": "1",
+            "maker_fee_discount": "1",
+        })),
+        "contract_id_to_mode_setting": per_contract(|contract_id| json!({
+            "contract_id": contract_id,
+            "margin_mode": "SHARED",
+            "separated_mode": "COMBINED",
+            "position_mode": "HEDGE",
+        })),
+        "contract_id_to_leverage_setting": per_contract(|contract_id| json!({
+            "contract_id": contract_id,
+            "isolated_long_leverage": "20",
+            "isolated_short_leverage": "20",
+            "cross_leverage": "20",
+            "shared_leverage": "20",
+        })),
+        "create_order_rate_limit_per_minute": 0,
+        "create_order_delay_milliseconds": 0,
+        "extra_type": "",
+        "extra_data_json": "",
+        "status": "NORMAL",
+        "created_time": now_ms.to_string(),
+        "updated_time": now_ms.to_string(),
+    })
 }
 
 /// Spec 2.4: one collateral record (one per coin, SHARED margin).
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Collateral {
     pub(crate) account_id: String,
     pub(crate) coin_id: u64,
@@ -281,37 +212,15 @@ pub(crate) struct Collateral {
 
 impl Collateral {
     pub(crate) fn new(account_id: &str, coin_id: u64, amount: Decimal, now_ms: i64) -> Self {
-        let zero = Decimal::ZERO;
         Self {
             account_id: account_id.to_owned(),
             coin_id,
             margin_mode: "SHARED".to_owned(),
-            cross_contract_id: 0,
             isolated_position_id: "0".to_owned(),
             amount,
-            pending_deposit_amount: zero,
-            pending_withdraw_amount: zero,
-            pending_transfer_in_amount: zero,
-            pending_transfer_out_amount: zero,
-            is_liquidating: false,
-            legacy_amount: zero,
-            cum_deposit_amount: zero,
-            cum_withdraw_amount: zero,
-            cum_transfer_in_amount: zero,
-            cum_transfer_out_amount: zero,
-            cum_margin_move_in_amount: zero,
-            cum_margin_move_out_amount: zero,
-            cum_position_open_long_amount: zero,
-            cum_position_open_short_amount: zero,
-            cum_position_close_long_amount: zero,
-            cum_position_close_short_amount: zero,
-            cum_position_fill_fee_amount: zero,
-            cum_position_liquidate_fee_amount: zero,
-            cum_position_funding_amount: zero,
-            cum_order_fill_fee_income_amount: zero,
-            cum_order_liquidate_fee_income_amount: zero,
             created_time: now_ms,
             updated_time: now_ms,
+            ..Self::default()
         }
     }
 
@@ -360,7 +269,7 @@ impl Collateral {
 }
 
 /// Spec 2.5: one open position.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub(crate) struct Position {
     pub(crate) id: String,
     pub(crate) account_id: String,

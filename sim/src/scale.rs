@@ -24,17 +24,10 @@ pub struct ScaleSpec {
 #[derive(Clone, Serialize)]
 pub struct ScaleAccount {
     pub name: String,
+    /// Spelled out, for tools outside this crate (the load test's Python exporter).
     #[serde(flatten)]
-    pub credentials: CredentialsJson,
+    pub credentials: Credentials,
     pub coin_ids: Vec<u64>,
-}
-
-/// The credentials, spelled out for tools outside this crate (the load test's Python exporter).
-#[derive(Clone, Serialize)]
-pub struct CredentialsJson {
-    pub api_key: String,
-    pub secret: String,
-    pub passphrase: String,
 }
 
 impl std::fmt::Debug for ScaleAccount {
@@ -57,12 +50,7 @@ pub fn populate(exchange: &SimExchange, spec: &ScaleSpec) -> Vec<ScaleAccount> {
             for index in 0..spec.positions {
                 exchange.open_position(&credentials.api_key, position(spec, index));
             }
-            let Credentials { api_key, secret, passphrase } = credentials;
-            ScaleAccount {
-                name: account_name(number),
-                credentials: CredentialsJson { api_key, secret, passphrase },
-                coin_ids: spec.coin_ids.clone(),
-            }
+            ScaleAccount { name: account_name(number), credentials, coin_ids: spec.coin_ids.clone() }
         })
         .collect()
 }

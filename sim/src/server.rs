@@ -71,26 +71,16 @@ enum Endpoint {
 impl Endpoint {
     const ALL: [Self; 2] = [Self::Account, Self::Bills];
 
+    /// Path, method, and (IP weight, UID weight) of spec section 8.
+    fn route(self) -> (&'static str, MethodFilter, (u32, u32)) {
+        match self {
+            Self::Account => ("/capi/v2/account/account", MethodFilter::GET, (1, 1)),
+            Self::Bills => ("/capi/v2/account/bills", MethodFilter::POST, (2, 5)),
+        }
+    }
+
     fn path(self) -> &'static str {
-        match self {
-            Self::Account => "/capi/v2/account/account",
-            Self::Bills => "/capi/v2/account/bills",
-        }
-    }
-
-    fn method(self) -> MethodFilter {
-        match self {
-            Self::Account => MethodFilter::GET,
-            Self::Bills => MethodFilter::POST,
-        }
-    }
-
-    /// (IP weight, UID weight), spec section 8.
-    fn weights(self) -> (u32, u32) {
-        match self {
-            Self::Account => (1, 1),
-            Self::Bills => (2, 5),
-        }
+        self.route().0
     }
 
     /// The answer for an authenticated request, or `None` when its parameters are invalid.
@@ -118,7 +108,7 @@ fn coin_id_param(query: Option<&str>) -> Option<u64> {
 
 pub(crate) fn router(sim: SimExchange) -> Router {
     let endpoints = Endpoint::ALL.into_iter().fold(Router::new(), |router, endpoint| {
-        router.route(endpoint.path(), on(endpoint.method(), handle).layer(Extension(endpoint)))
+        router.route(endpoint.path(), on(endpoint.route().1, handle).layer(Extension(endpoint)))
     });
     super::control::routes(endpoints).with_state(sim)
 }
@@ -182,7 +172,7 @@ fn serve(
     request: &Incoming,
     now_ms: i64,
 ) -> (Reply, Outcome) {
-    let (ip_weight, uid_weight) = endpoint.weights();
+    let (ip_weight, uid_weight) = endpoint.route().2;
     if !state.limiter.spend_ip(ip_weight, now_ms) {
         return (Reply::too_many_requests(None, now_ms), Outcome::RateLimited);
     }
