@@ -86,10 +86,6 @@ impl Visit for Fields {
         self.push(field, u64::try_from(value).map_or_else(|_| Value::from(value.to_string()), Value::from));
     }
 
-    fn record_i128(&mut self, field: &Field, value: i128) {
-        self.push(field, i64::try_from(value).map_or_else(|_| Value::from(value.to_string()), Value::from));
-    }
-
     /// A number in JSON (`null` if it is not finite, which JSON cannot write).
     fn record_f64(&mut self, field: &Field, value: f64) {
         self.push(field, Value::from(value));

@@ -63,7 +63,11 @@ pub async fn run(
         Some(path) => open_state(path).map(|(store, first_start)| (Some(store), first_start))?,
         None => (None, true),
     };
-    let backfill = backfill(&config, first_start);
+    // `--bills.backfill` at the first start only, when no state file exists yet. An account whose
+    // saved state was lost (a torn file moved aside, a bad entry, an entry dropped as another
+    // shard's) has series Prometheus already holds: counters that started again at old bills would
+    // read as a reset followed by those bills, and `increase()` would count them twice.
+    let backfill = if first_start { config.bills_backfill } else { Duration::ZERO };
     let mut wiring = Wiring {
         http: Client::http_pool(config.timeout),
         client: ClientSettings { base_url, timeout: config.timeout, locale: config.locale.clone() },
@@ -341,18 +345,6 @@ async fn resolve_exchange(config: &Config) -> Result<(String, Option<tokio::task
             });
             Ok((format!("http://{address}"), Some(both)))
         }
-    }
-}
-
-/// `--bills.backfill` at the first start, when no state file exists yet; none at any later one.
-/// An account whose saved state was lost (a torn file moved aside, a bad entry, an entry dropped
-/// as another shard's) has series Prometheus already holds: counters that started again at old
-/// bills would read as a reset followed by those bills, and `increase()` would count them twice.
-fn backfill(config: &Config, first_start: bool) -> Duration {
-    if first_start {
-        config.bills_backfill
-    } else {
-        Duration::ZERO
     }
 }
 

@@ -3,7 +3,6 @@
 //! check says what the start would.
 
 use std::collections::BTreeSet;
-use std::fmt;
 use std::time::Duration;
 
 use tracing::{info, warn};
@@ -24,19 +23,25 @@ pub(super) struct Plan {
 }
 
 /// Something the configuration asks for that is not honoured as written, or defeats itself.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum Warning {
     /// Every configured account falls to other shards.
+    #[error("this shard owns none of the configured accounts ({configured}), so shard {} of {} polls nothing; lower --shard.count if there are more replicas than needed", shard.index, shard.count)]
     ShardOwnsNone { shard: Shard, configured: usize },
     /// The accounts do not fit the weight budget at `--poll.interval`.
+    #[error("{accounts} account(s) with {coins} coin(s) do not fit the exchange's weight budget at --poll.interval {}; polling every {} instead (raise the budgets if the exchange allows more, or shard the accounts over several IPs)", seconds(*configured), seconds(*stretched))]
     Stretched { accounts: usize, coins: usize, configured: Duration, stretched: Duration },
     /// Coin ids without a name: their series carry `coin=""` and do not join with their bills.
+    #[error("coin ids {} have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)", joined(.0))]
     UnnamedCoins(Vec<u64>),
     /// `--data.max-age` withdraws every account's figures between two polls.
+    #[error("--data.max-age {} is not longer than the poll interval {}: every account's figures will be withdrawn between polls; give it two intervals or more", seconds(*max_age), seconds(*interval))]
     ShortMaxAge { max_age: Duration, interval: Duration },
     /// A setting given that this configuration does not use.
+    #[error("{0} is set but not used: --config.file names each account and its credentials")]
     Unused(String),
     /// The exchange's URL is plain HTTP to another machine: the key and passphrase travel in clear.
+    #[error("--api.base-url {0} is plain HTTP to another machine: the API keys and passphrases, and every figure, travel unencrypted; use https://")]
     UnencryptedExchange(String),
 }
 
@@ -148,42 +153,6 @@ impl Warning {
             }
             Self::Unused(setting) => warn!(setting, "{self}"),
             Self::UnencryptedExchange(url) => warn!(url, "{self}"),
-        }
-    }
-}
-
-impl fmt::Display for Warning {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::ShardOwnsNone { shard, configured } => write!(
-                f,
-                "this shard owns none of the configured accounts ({configured}), so shard {} of {} polls nothing; lower --shard.count if there are more replicas than needed",
-                shard.index, shard.count
-            ),
-            Self::Stretched { accounts, coins, configured, stretched } => write!(
-                f,
-                "{accounts} account(s) with {coins} coin(s) do not fit the exchange's weight budget at --poll.interval {}; polling every {} instead (raise the budgets if the exchange allows more, or shard the accounts over several IPs)",
-                seconds(*configured),
-                seconds(*stretched)
-            ),
-            Self::UnnamedCoins(ids) => write!(
-                f,
-                "coin ids {} have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)",
-                joined(ids)
-            ),
-            Self::ShortMaxAge { max_age, interval } => write!(
-                f,
-                "--data.max-age {} is not longer than the poll interval {}: every account's figures will be withdrawn between polls; give it two intervals or more",
-                seconds(*max_age),
-                seconds(*interval)
-            ),
-            Self::Unused(setting) => {
-                write!(f, "{setting} is set but not used: --config.file names each account and its credentials")
-            }
-            Self::UnencryptedExchange(url) => write!(
-                f,
-                "--api.base-url {url} is plain HTTP to another machine: the API keys and passphrases, and every figure, travel unencrypted; use https://"
-            ),
         }
     }
 }
