@@ -30,11 +30,13 @@ pub fn weights(endpoint: Endpoint) -> (u32, u32) {
 pub struct WeightWindow {
     budget: u32,
     spent: VecDeque<(Instant, u32)>,
+    /// The sum of `spent`'s weights, kept so that a request does not add up the window.
+    total: u32,
 }
 
 impl WeightWindow {
     pub fn new(budget: u32) -> Self {
-        Self { budget, spent: VecDeque::new() }
+        Self { budget, spent: VecDeque::new(), total: 0 }
     }
 
     /// When a request to `endpoint` fits in the window (now, if it fits now).
@@ -44,10 +46,11 @@ impl WeightWindow {
             // Budgets are at least 10, so a bill query (at most 5) always fits in time.
             Endpoint::Bills => self.budget - self.budget / 5,
         };
-        while self.spent.front().is_some_and(|(at, _)| *at + WINDOW <= now) {
+        while let Some(&(_, w)) = self.spent.front().filter(|(at, _)| *at + WINDOW <= now) {
+            self.total -= w;
             self.spent.pop_front();
         }
-        let mut total: u32 = self.spent.iter().map(|(_, w)| w).sum();
+        let mut total = self.total;
         let mut ready = now;
         for (at, spent) in &self.spent {
             if total + weight <= limit {
@@ -61,6 +64,7 @@ impl WeightWindow {
 
     pub fn spend(&mut self, weight: u32, now: Instant) {
         self.spent.push_back((now, weight));
+        self.total += weight;
     }
 }
 

@@ -313,7 +313,10 @@ impl AccountPoller {
 
     /// Keeps a line in the account's log of recent polls (the status page's), with the time.
     fn recall(&self, event: std::fmt::Arguments) {
-        self.slot.log_recent(format!("{} {event}", time_of_day(local_now_ms())));
+        use std::fmt::Write as _;
+        let mut line = time_of_day(local_now_ms());
+        let _ = write!(line, " {event}"); // (writing to a String cannot fail)
+        self.slot.log_recent(line);
     }
 
     /// Publishes the poll's figures and stats, with the wait before the next poll beyond the
