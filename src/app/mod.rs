@@ -255,6 +255,11 @@ impl Reloader {
         let stack = WebStack::new(self.routes.clone(), config.web.clone(), Some(&self.stacks.borrow()))?;
         let plan = self.wiring.plan(&config);
         let (max_age, polled) = (plan.max_age, plan.names());
+        if let Some(store) = &self.wiring.store {
+            // Before their pollers start, which save their state.
+            let added: Vec<String> = polled.iter().filter(|n| !self.wiring.backfilled.contains(*n)).cloned().collect();
+            warn_of_accounts_not_backfilled(config.bills_backfill, store, &added);
+        }
         let wanted = plan.wanted(|name| self.wiring.backfill_of(name));
         self.fleet.apply(wanted, &|wanted, slot| self.wiring.setup(wanted, slot)).await?;
         // One removed and added back later counts from its first poll again.
@@ -349,8 +354,9 @@ async fn resolve_exchange(config: &Config) -> Result<(String, Option<tokio::task
 }
 
 /// Names the accounts a backfill was asked for that do not get it: those without saved state
-/// at a later start (added since, whose first polls failed, or whose state was lost). Their
-/// bills before their first poll are not counted, and the operator should know which.
+/// at a later start (added since, whose first polls failed, or whose state was lost), or added
+/// by a reload. Their bills before their first poll are not counted, and the operator should
+/// know which.
 fn warn_of_accounts_not_backfilled(backfill: Duration, store: &StateStore, polled: &[String]) {
     if backfill.is_zero() {
         return;

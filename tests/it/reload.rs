@@ -430,6 +430,26 @@ async fn an_account_of_a_first_start_whose_key_a_reload_fixes_counts_the_backfil
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_account_a_reload_adds_is_named_as_going_without_the_backfill() {
+    let setup = Setup::new("added-backfill").await;
+    let state = setup.dir.join("state.json");
+    let exporter = setup.start(
+        &setup.write_accounts(&[("a", "2")]),
+        &["--state.file", state.to_str().unwrap(), "--bills.backfill", "1h"],
+    );
+    exporter.wait_up().await;
+    setup.add_trade_created("b", Some(common::now_ms() - 600_000));
+    setup.write_accounts(&[("a", "2"), ("b", "2")]);
+    exporter.signal("HUP");
+    exporter.wait_logged("configuration reloaded", 1);
+    let polled = exporter.wait_for("b polled", |s| up(s, "b") == Some(1.0)).await;
+    assert_eq!(trades(&polled, "b"), None, "its trade of ten minutes ago is before its counting");
+    let log = exporter.log();
+    let warning = log.lines().find(|l| l.contains("--bills.backfill applies at the first start only"));
+    assert!(warning.is_some_and(|l| l.contains("level=warn") && l.contains("accounts=b")), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_key_fixed_by_a_reload_is_tried_at_once_whatever_the_backoff() {
     let setup = Setup::new("fixed-key").await;
     // At 15 s, the first rejection holds the next poll back 30 s.
