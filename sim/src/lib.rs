@@ -108,7 +108,7 @@ pub enum TimeField {
 }
 
 /// An api key with its secret and passphrase.
-#[derive(Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
     pub api_key: String,
     pub secret: String,

@@ -24,10 +24,18 @@ pub struct ScaleSpec {
 #[derive(Clone, Serialize)]
 pub struct ScaleAccount {
     pub name: String,
-    /// Spelled out, for tools outside this crate (the load test's Python exporter).
     #[serde(flatten)]
-    pub credentials: Credentials,
+    pub credentials: CredentialsJson,
     pub coin_ids: Vec<u64>,
+}
+
+/// The credentials, spelled out for tools outside this crate (the load test's Python exporter).
+/// A type of its own: [`Credentials`] itself cannot be written out.
+#[derive(Clone, Serialize)]
+pub struct CredentialsJson {
+    pub api_key: String,
+    pub secret: String,
+    pub passphrase: String,
 }
 
 impl std::fmt::Debug for ScaleAccount {
@@ -50,6 +58,8 @@ pub fn populate(exchange: &SimExchange, spec: &ScaleSpec) -> Vec<ScaleAccount> {
             for index in 0..spec.positions {
                 exchange.open_position(&credentials.api_key, position(spec, index));
             }
+            let Credentials { api_key, secret, passphrase } = credentials;
+            let credentials = CredentialsJson { api_key, secret, passphrase };
             ScaleAccount { name: account_name(number), credentials, coin_ids: spec.coin_ids.clone() }
         })
         .collect()

@@ -220,9 +220,8 @@ impl<'r, 'a> FieldReader<'r, 'a> {
         self.read(&[name], |v| v.object().ok_or("not an object"))
     }
 
-    /// An array of records: each item an object, or `None` for one that is not.
-    pub fn records(&mut self, name: &str) -> Option<Vec<Option<JsonObject<'a>>>> {
-        self.read(&[name], |v| v.objects().ok_or("not an array"))
+    pub fn array(&mut self, name: &str) -> Option<Vec<Json<'a>>> {
+        self.read(&[name], |v| v.array().ok_or("not an array"))
     }
 
     pub fn problem(&mut self, field: &str, detail: &'static str) {

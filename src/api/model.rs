@@ -1,7 +1,7 @@
 //! Typed models of the two answers (spec sections 2.1 to 2.5) and their lenient decoding.
 
 use super::fields::{record, DecodeProblem, FieldReader, Millis};
-use super::json::JsonObject;
+use super::json::{Json, JsonObject};
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;
 
@@ -60,7 +60,7 @@ pub struct BillPage {
 pub fn decode_bill_page(body: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>) -> Result<BillPage, &'static str> {
     let mut reader = FieldReader::new(body, "bill_page", problems);
     let has_next_page = reader.value::<bool>("hasNextPage");
-    let items = reader.records("items").ok_or("bill answer has no items array")?;
+    let items = reader.array("items").ok_or("bill answer has no items array")?;
     // A page longer than asked for answers no query the cursor made; its bills would be held
     // until their millisecond settles, in a number the network would choose.
     if items.len() > MAX_PAGE as usize {
@@ -77,8 +77,8 @@ pub fn decode_bill_page(body: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>
 /// millisecond settles, so their size must not be the network's to choose.
 pub const MAX_BILL_ID_BYTES: usize = 64;
 
-fn decode_bill(item: Option<JsonObject<'_>>, problems: &mut Vec<DecodeProblem>) -> Option<Bill> {
-    let Some(object) = item else {
+fn decode_bill(item: Json<'_>, problems: &mut Vec<DecodeProblem>) -> Option<Bill> {
+    let Some(object) = item.object() else {
         DecodeProblem::note(problems, "bill", "items[]", "not an object");
         return None;
     };
@@ -312,8 +312,8 @@ pub fn decode_account_info(
 ) -> Result<AccountInfo, &'static str> {
     let mut reader = FieldReader::new(body, "account_info", problems);
     let account = reader.object("account");
-    let collateral = reader.records("collateral");
-    let positions = reader.records("position");
+    let collateral = reader.array("collateral");
+    let positions = reader.array("position");
     let version = reader.value("version");
     let problems = reader.problems();
     let collateral = decode_list(collateral, "collateral", problems, Collateral::decode)?;
@@ -377,7 +377,7 @@ fn decode_account(object: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>) ->
 type Decode<T> = fn(&JsonObject<'_>, &mut Vec<DecodeProblem>) -> T;
 
 fn decode_list<T>(
-    values: Option<Vec<Option<JsonObject<'_>>>>,
+    values: Option<Vec<Json<'_>>>,
     record: &'static str,
     problems: &mut Vec<DecodeProblem>,
     decode: Decode<T>,
@@ -389,7 +389,7 @@ fn decode_list<T>(
     // Exactly as many as there are: the records stay in memory until the next poll.
     let mut records = Vec::with_capacity(values.len());
     for value in values {
-        match value {
+        match value.object() {
             Some(object) => records.push(decode(&object, problems)),
             None => DecodeProblem::note(problems, record, "[]", "not an object"),
         }
