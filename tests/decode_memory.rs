@@ -1,0 +1,66 @@
+//! The memory the client takes to read hostile answers of the largest size it accepts (16 MiB):
+//! whatever the records of an answer hold, what is held beyond the answer's own bytes stays
+//! within a bound. A test binary of its own, since it counts every allocation of the process,
+//! and one test, so that nothing else allocates meanwhile.
+
+use capi_exporter::api::client::{read_account_answer, read_bill_answer, MAX_ANSWER_BYTES};
+use capi_exporter::api::ApiError;
+use http::HeaderMap;
+use peak_alloc::PeakAlloc;
+
+#[global_allocator]
+static HEAP: PeakAlloc = PeakAlloc;
+
+/// The most a hostile answer may take beyond its own bytes, as much again: room for the records
+/// an answer may hold (10,000 positions) and one record's members at a time, never all records'.
+const BOUND_BYTES: usize = MAX_ANSWER_BYTES;
+
+/// `{"a":0,"a":0,…}` with `members` members.
+fn record(members: usize) -> String {
+    format!("{{{}}}", vec![r#""a":0"#; members].join(","))
+}
+
+/// An array of `count` copies of `item`, or as many as fit in `bytes`.
+fn array_of(item: &str, count: usize, bytes: usize) -> String {
+    let count = count.min(bytes / (item.len() + 1));
+    format!("[{}]", vec![item; count].join(","))
+}
+
+/// An answer with `field` holding an array of records of `members` members each, filling 16 MiB
+/// or holding `count` records.
+fn answer(field: &str, members: usize, count: usize) -> String {
+    let room = MAX_ANSWER_BYTES - 100;
+    format!(r#"{{"hasNextPage":false,"{field}":{}}}"#, array_of(&record(members), count, room))
+}
+
+type Read = fn(&[u8]) -> Result<usize, ApiError>;
+
+fn account(body: &[u8]) -> Result<usize, ApiError> {
+    let info = read_account_answer(200, &HeaderMap::new(), body)?.value;
+    Ok(info.collateral.len() + info.positions.len())
+}
+
+fn bills(body: &[u8]) -> Result<usize, ApiError> {
+    Ok(read_bill_answer(200, &HeaderMap::new(), body)?.value.items.len())
+}
+
+#[test]
+fn hostile_answers_are_read_in_bounded_memory() {
+    let cases: [(&str, String, Read); 6] = [
+        ("collateral records of 10,001 members", answer("collateral", 10_001, usize::MAX), account),
+        ("10,000 positions of 200 members", answer("position", 200, 10_000), account),
+        ("more positions than are read", answer("position", 1, usize::MAX), account),
+        ("100 bills of 10,001 members", answer("items", 10_001, 100), bills),
+        ("more bills than a page holds", answer("items", 100, usize::MAX), bills),
+        ("8 million items", format!(r#"{{"items":{}}}"#, array_of("0", usize::MAX, MAX_ANSWER_BYTES - 20)), bills),
+    ];
+    for (case, body, read) in cases {
+        assert!(body.len() <= MAX_ANSWER_BYTES, "{case}: {} bytes", body.len());
+        HEAP.reset_peak_usage();
+        let before = HEAP.current_usage();
+        let records = read(body.as_bytes());
+        let taken = HEAP.peak_usage() - before;
+        eprintln!("{case}: {} bytes, {records:?}, {:.1} MiB at peak", body.len(), taken as f64 / 1048576.0);
+        assert!(taken < BOUND_BYTES, "{case}: {taken} bytes at peak beyond the answer's {}", body.len());
+    }
+}
