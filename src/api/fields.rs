@@ -220,9 +220,8 @@ impl<'r, 'a> FieldReader<'r, 'a> {
         self.read(&[name], |v| v.object().ok_or("not an object"))
     }
 
-    /// An array, its items not yet read; anything else but absence or null is a problem.
-    pub fn array(&mut self, name: &str) -> Option<Json<'a>> {
-        self.read(&[name], |v| if v.raw().starts_with('[') { Ok(v) } else { Err("not an array") })
+    pub fn array(&mut self, name: &str) -> Option<Vec<Json<'a>>> {
+        self.read(&[name], |v| v.array().ok_or("not an array"))
     }
 
     pub fn problem(&mut self, field: &str, detail: &'static str) {

@@ -69,28 +69,6 @@ impl<'a> Json<'a> {
         let mut deserializer = serde_json::Deserializer::from_str(self.raw());
         deserializer.deserialize_seq(ItemsVisitor).ok()
     }
-
-    /// Passes each item of an array of objects to `take` as soon as the one walk over its text
-    /// has read it, `limit` items at most, so that one item's members are held at a time.
-    pub fn walk_objects(&self, limit: usize, take: impl FnMut(JsonObject<'a>)) -> Walked {
-        let mut deserializer = serde_json::Deserializer::from_str(self.raw());
-        match deserializer.deserialize_seq(ObjectsVisitor { limit, take }) {
-            Ok(false) => Walked::All,
-            Ok(true) => Walked::Cut,
-            Err(_) => Walked::NotObjects,
-        }
-    }
-}
-
-/// How a walk over an array's objects ended.
-#[derive(Debug, PartialEq)]
-pub enum Walked {
-    /// Every item was an object, and taken.
-    All,
-    /// More items than the limit: the rest were read past.
-    Cut,
-    /// An item (or the value) is no object (no array): some items may have been taken.
-    NotObjects,
 }
 
 /// A string's text: borrowed when it has no escapes; `None` for a lone surrogate escape.
@@ -197,30 +175,6 @@ impl<'de> Visitor<'de> for ItemsVisitor {
     }
 }
 
-/// Takes the items of an array of objects, `limit` at most; the value is whether there were more.
-struct ObjectsVisitor<F> {
-    limit: usize,
-    take: F,
-}
-
-impl<'de, F: FnMut(JsonObject<'de>)> Visitor<'de> for ObjectsVisitor<F> {
-    type Value = bool;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON array of objects")
-    }
-
-    fn visit_seq<S: SeqAccess<'de>>(mut self, mut seq: S) -> Result<Self::Value, S::Error> {
-        for _ in 0..self.limit {
-            let Some(object) = seq.next_element()? else { return Ok(false) };
-            (self.take)(object);
-        }
-        let more = seq.next_element::<IgnoredAny>()?.is_some();
-        while seq.next_element::<IgnoredAny>()?.is_some() {}
-        Ok(more)
-    }
-}
-
 /// A member's key, read as bytes so that a lone surrogate escape (no UTF-8) is `None` instead of
 /// an error for the whole answer.
 struct Key<'a>(Option<Cow<'a, str>>);
@@ -294,21 +248,6 @@ mod tests {
         assert_eq!(object.get("e").unwrap().object().unwrap().iter().count(), 0);
         let keys: Vec<&str> = object.iter().map(|(key, _)| key).collect();
         assert_eq!(keys, ["a", "a", "n", "e"]);
-    }
-
-    #[test]
-    fn a_walk_takes_the_objects_of_an_array_up_to_its_limit() {
-        let walk = |text: &str, limit| {
-            let mut taken = Vec::new();
-            let walked = Json::parse(text.as_bytes()).unwrap().walk_objects(limit, |o| taken.push(o.iter().count()));
-            (walked, taken)
-        };
-        assert_eq!(walk(r#"[{"a":1},{},{"b":[{}],"c":2}]"#, 3), (Walked::All, vec![1, 0, 2]));
-        assert_eq!(walk("[]", 0), (Walked::All, vec![]));
-        assert_eq!(walk("[{},{},{}]", 2), (Walked::Cut, vec![0, 0]));
-        assert_eq!(walk("[{},{},7]", 2), (Walked::Cut, vec![0, 0]), "past the limit, any item is read past");
-        assert_eq!(walk(r#"[{},1,{}]"#, 3), (Walked::NotObjects, vec![0]));
-        assert_eq!(walk(r#"{"a":{}}"#, 3), (Walked::NotObjects, vec![]));
     }
 
     #[test]

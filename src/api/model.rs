@@ -1,7 +1,7 @@
 //! Typed models of the two answers (spec sections 2.1 to 2.5) and their lenient decoding.
 
 use super::fields::{record, DecodeProblem, FieldReader, Millis};
-use super::json::{Json, JsonObject, Walked};
+use super::json::{Json, JsonObject};
 use rust_decimal::Decimal;
 use std::collections::BTreeMap;
 
@@ -61,13 +61,15 @@ pub fn decode_bill_page(body: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>
     let mut reader = FieldReader::new(body, "bill_page", problems);
     let has_next_page = reader.value::<bool>("hasNextPage");
     let items = reader.array("items").ok_or("bill answer has no items array")?;
+    // A page longer than asked for answers no query the cursor made; its bills would be held
+    // until their millisecond settles, in a number the network would choose.
+    if items.len() > MAX_PAGE as usize {
+        return Err("bill answer has more items than the 100 asked for");
+    }
     if has_next_page.is_none() {
         reader.problem("hasNextPage", "missing; assumed true so the window is split");
     }
-    // A page longer than asked for answers no query the cursor made; its bills would be held
-    // until their millisecond settles, in a number the network would choose.
-    let items = decode_records(items, MAX_PAGE as usize, ("bill", "items[]"), reader.problems(), decode_bill)
-        .ok_or("bill answer has more items than the 100 asked for")?;
+    let items = items.into_iter().filter_map(|item| decode_bill(item, reader.problems())).collect();
     Ok(BillPage { has_next_page: has_next_page.unwrap_or(true), items })
 }
 
@@ -75,8 +77,12 @@ pub fn decode_bill_page(body: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>
 /// millisecond settles, so their size must not be the network's to choose.
 pub const MAX_BILL_ID_BYTES: usize = 64;
 
-fn decode_bill(object: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>) -> Option<Bill> {
-    let mut reader = FieldReader::new(object, "bill", problems);
+fn decode_bill(item: Json<'_>, problems: &mut Vec<DecodeProblem>) -> Option<Bill> {
+    let Some(object) = item.object() else {
+        DecodeProblem::note(problems, "bill", "items[]", "not an object");
+        return None;
+    };
+    let mut reader = FieldReader::new(&object, "bill", problems);
     // A bill is counted once by its id, at its time: without either it cannot be counted.
     let id = reader.read(&["billId", "billID", "id"], |value| {
         let id = normalize_id(super::fields::text(value)?);
@@ -371,45 +377,24 @@ fn decode_account(object: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>) ->
 type Decode<T> = fn(&JsonObject<'_>, &mut Vec<DecodeProblem>) -> T;
 
 fn decode_list<T>(
-    values: Option<Json<'_>>,
+    values: Option<Vec<Json<'_>>>,
     record: &'static str,
     problems: &mut Vec<DecodeProblem>,
     decode: Decode<T>,
 ) -> Result<Vec<T>, &'static str> {
-    let Some(values) = values else { return Ok(Vec::new()) };
-    decode_records(values, MAX_RECORDS, (record, "[]"), problems, |object, problems| Some(decode(object, problems)))
-        .ok_or(TOO_MANY_RECORDS)
-}
-
-/// Decodes the records of the array `items`, `limit` at most (`None` for more), each as soon as
-/// it is read: an answer's records are objects, read in one walk over the array's text, with
-/// one record's members held at a time. An array with an item that is no object (noted as
-/// `field` of `record`) is read again, item by item, without the problems the walk noted.
-fn decode_records<'a, T>(
-    items: Json<'a>,
-    limit: usize,
-    (record, field): (&'static str, &str),
-    problems: &mut Vec<DecodeProblem>,
-    mut decode: impl FnMut(&JsonObject<'a>, &mut Vec<DecodeProblem>) -> Option<T>,
-) -> Option<Vec<T>> {
-    let (mut records, noted) = (Vec::new(), problems.len());
-    match items.walk_objects(limit, |object| records.extend(decode(&object, problems))) {
-        Walked::All => {}
-        Walked::Cut => return None,
-        Walked::NotObjects => {
-            problems.truncate(noted);
-            records.clear();
-            for item in items.array().filter(|items| items.len() <= limit)? {
-                match item.object() {
-                    Some(object) => records.extend(decode(&object, problems)),
-                    None => DecodeProblem::note(problems, record, field, "not an object"),
-                }
-            }
-        }
+    let values = values.unwrap_or_default();
+    if values.len() > MAX_RECORDS {
+        return Err(TOO_MANY_RECORDS);
     }
     // Exactly as many as there are: the records stay in memory until the next poll.
-    records.shrink_to_fit();
-    Some(records)
+    let mut records = Vec::with_capacity(values.len());
+    for value in values {
+        match value.object() {
+            Some(object) => records.push(decode(&object, problems)),
+            None => DecodeProblem::note(problems, record, "[]", "not an object"),
+        }
+    }
+    Ok(records)
 }
 
 /// A map keyed by futures id; the key wins over a `contract_id` repeated inside the value.
@@ -542,26 +527,6 @@ mod tests {
     }
 
     const MISSING: &str = "missing or null; the bill is counted without it";
-
-    #[test]
-    fn an_item_that_is_no_object_is_noted_once_and_the_rest_are_read() {
-        // The item comes after a bill with a problem: the problems noted before the walk met it
-        // are noted once, as the items are read again.
-        let (page, problems) = page(
-            r#"{"hasNextPage":false,"items":[{"billId":1,"ctime":5,"coin":"USDT","businessType":"deposit","amount":"1"},
-               7, {"billId":2,"ctime":6,"coin":"USDT","businessType":"deposit","amount":"1","balance":"2"}]}"#,
-        );
-        let ids: Vec<&str> = page.items.iter().map(|b| b.id.as_str()).collect();
-        assert_eq!(ids, ["1", "2"]);
-        let said: Vec<(&str, &str, &str)> = problems.iter().map(|p| (p.record, p.field.as_str(), p.detail)).collect();
-        assert_eq!(said, [("bill", "balance", MISSING), ("bill", "items[]", "not an object")]);
-
-        let (info, problems) =
-            account_info(r#"{"collateral":[{"coin_id":"1","amount":"x"},"1",{"coin_id":"2"}],"position":[{},[]]}"#);
-        assert_eq!((info.collateral.len(), info.positions.len()), (2, 1));
-        let said: Vec<(&str, &str)> = problems.iter().map(|p| (p.record, p.field.as_str())).collect();
-        assert_eq!(said, [("collateral", "amount"), ("collateral", "[]"), ("position", "[]")]);
-    }
 
     #[test]
     fn a_page_longer_than_asked_for_is_refused() {
