@@ -46,9 +46,23 @@ fn bills(body: &[u8]) -> Result<usize, ApiError> {
 
 #[test]
 fn hostile_answers_are_read_in_bounded_memory() {
-    let cases: [(&str, String, Read); 6] = [
+    // 16 MiB of a character that Rust's quoting escapes to three times its size, raw and as
+    // JSON escapes.
+    let escaped = format!(r#""{}""#, "\u{80}".repeat((MAX_ANSWER_BYTES - 40) / 2));
+    let json_escaped = format!(r#""{}""#, r"\u0080".repeat((MAX_ANSWER_BYTES - 80) / 6));
+    let cases: [(&str, String, Read); 12] = [
         ("collateral records of 10,001 members", answer("collateral", 10_001, usize::MAX), account),
         ("10,000 positions of 200 members", answer("position", 200, 10_000), account),
+        (
+            "10,000 empty records of each kind",
+            format!(r#"{{"collateral":[{0}],"position":[{0}]}}"#, vec!["{}"; 10_000].join(",")),
+            account,
+        ),
+        ("an answer that is a string", escaped.clone(), account),
+        ("an account that is a string", format!(r#"{{"account":{escaped}}}"#), account),
+        ("a bill that is a string", format!(r#"{{"items":[{escaped}]}}"#), bills),
+        ("bills that are a string", format!(r#"{{"items":{escaped}}}"#), bills),
+        ("a coin of escapes", format!(r#"{{"items":[{{"billId":1,"cTime":2,"coin":{json_escaped}}}]}}"#), bills),
         ("more positions than are read", answer("position", 1, usize::MAX), account),
         ("100 bills of 10,001 members", answer("items", 10_001, 100), bills),
         ("more bills than a page holds", answer("items", 100, usize::MAX), bills),

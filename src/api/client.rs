@@ -327,12 +327,8 @@ fn interpret<'a>(
         }
         (200..=299, Ok(json)) => Ok(json),
         (200..=299, Err(error)) => {
-            let (what, line, column) = (json_problem(&error), error.line(), error.column());
-            let start = snippet(body, hidden);
-            Err(ApiError::Decode(format!(
-                "not a JSON object ({what}, line {line}, column {column}) of {} bytes: {start}",
-                body.len()
-            )))
+            let (what, start) = (json_problem(&error), snippet(body, hidden));
+            Err(ApiError::Decode(format!("not a JSON object ({what}) of {} bytes: {start}", body.len())))
         }
         (status, _) => Err(ApiError::Http { status, snippet: snippet(body, hidden) }),
     }
@@ -340,12 +336,13 @@ fn interpret<'a>(
 
 /// What is wrong with an answer that is no JSON object, in words of our own: serde_json's message
 /// quotes the value it found, and with it a whole string answer (an echo of the credentials, or
-/// 16 MiB).
-fn json_problem(error: &serde_json::Error) -> &'static str {
+/// 16 MiB). A value of another type has no place to name: it is the whole answer.
+fn json_problem(error: &serde_json::Error) -> String {
+    let place = format!("line {}, column {}", error.line(), error.column());
     match error.classify() {
-        serde_json::error::Category::Data => "a value of another type",
-        serde_json::error::Category::Eof => "cut short",
-        serde_json::error::Category::Syntax | serde_json::error::Category::Io => "not JSON",
+        serde_json::error::Category::Data => "a value of another type".to_owned(),
+        serde_json::error::Category::Eof => format!("cut short, {place}"),
+        serde_json::error::Category::Syntax | serde_json::error::Category::Io => format!("not JSON, {place}"),
     }
 }
 
@@ -643,10 +640,7 @@ mod tests {
         };
         // serde_json's own message quotes a string answer whole, past the redaction and the cut.
         let echo = decode_error(br#""denied: ACCESS-KEY=bg_3f9a""#);
-        assert_eq!(
-            echo,
-            r#"not a JSON object (a value of another type, line 1, column 28) of 28 bytes: "denied: ACCESS-KEY=[REDACTED]""#
-        );
+        assert_eq!(echo, r#"not a JSON object (a value of another type) of 28 bytes: "denied: ACCESS-KEY=[REDACTED]""#);
         let long = decode_error(format!("\"{}\"", "x".repeat(1 << 20)).as_bytes());
         assert!(long.len() < 300, "{} bytes", long.len());
         assert_eq!(decode_error(b"{\"a\":"), "not a JSON object (cut short, line 1, column 5) of 5 bytes: {\"a\":");

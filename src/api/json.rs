@@ -61,21 +61,31 @@ impl<'a> Json<'a> {
 
     /// The members of an object; `None` for any other value.
     pub fn object(&self) -> Option<JsonObject<'a>> {
+        // Only an object is read as one: see [`JsonObject::parse`].
+        if !self.raw().starts_with('{') {
+            return None;
+        }
         serde_json::from_str(self.raw()).ok()
     }
 
     /// The items of an array, [`MAX_ITEMS`] at most; `None` for any other value.
     pub fn array(&self) -> Option<Vec<Json<'a>>> {
+        if !self.raw().starts_with('[') {
+            return None;
+        }
         let mut deserializer = serde_json::Deserializer::from_str(self.raw());
         deserializer.deserialize_seq(ItemsVisitor).ok()
     }
 }
 
-/// A string's text: borrowed when it has no escapes; `None` for a lone surrogate escape.
+/// A string's text: borrowed when it has no escapes; `None` for a lone surrogate escape. (Not
+/// read as a `&str` first: serde_json's error for an escaped one quotes the whole string.)
 fn string(raw: &str) -> Option<Cow<'_, str>> {
-    match serde_json::from_str::<&str>(raw) {
-        Ok(text) => Some(Cow::Borrowed(text)),
-        Err(_) => serde_json::from_str::<String>(raw).ok().map(Cow::Owned),
+    let text = raw.strip_prefix('"')?.strip_suffix('"')?;
+    if text.contains('\\') {
+        serde_json::from_str::<String>(raw).ok().map(Cow::Owned)
+    } else {
+        Some(Cow::Borrowed(text))
     }
 }
 
@@ -96,6 +106,13 @@ pub struct JsonObject<'a> {
 impl<'a> JsonObject<'a> {
     /// The object `bytes` hold; an error for anything else.
     pub fn parse(bytes: &'a [u8]) -> Result<Self, serde_json::Error> {
+        // serde_json's error for a value of another type quotes the value, escaped: 16 MiB of
+        // string would take a 48 MiB message, and 100 MiB to write it. Such a value is only
+        // checked to be JSON, and then refused without its text.
+        if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            serde_json::from_slice::<IgnoredAny>(bytes)?;
+            return Err(serde::de::Error::invalid_type(serde::de::Unexpected::Other("value"), &"a JSON object"));
+        }
         serde_json::from_slice(bytes)
     }
 
