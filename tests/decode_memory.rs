@@ -1,12 +1,14 @@
-//! The memory the client takes to read hostile answers of the largest size it accepts (16 MiB):
-//! whatever the records of an answer hold, what is held beyond the answer's own bytes stays
-//! within a bound. A test binary of its own, since it counts every allocation of the process,
+//! The memory the client takes to receive and read hostile answers of the largest size it
+//! accepts (16 MiB): however an answer is sent and whatever its records hold, what is held beyond
+//! the answer's own bytes stays within a bound. A test binary of its own, since it counts every allocation of the process,
 //! and one test, so that nothing else allocates meanwhile.
 
 use capi_exporter::api::client::{read_account_answer, read_bill_answer, MAX_ANSWER_BYTES};
-use capi_exporter::api::ApiError;
+use capi_exporter::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use http::HeaderMap;
 use peak_alloc::PeakAlloc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 #[global_allocator]
 static HEAP: PeakAlloc = PeakAlloc;
@@ -44,8 +46,49 @@ fn bills(body: &[u8]) -> Result<usize, ApiError> {
     Ok(read_bill_answer(200, &HeaderMap::new(), body)?.value.items.len())
 }
 
+/// The answer `body`, as the client receives it from an exchange of the test's own that sends it
+/// in chunks of one byte each, and the most memory the client took beyond the answer's bytes.
+fn received_in_one_byte_chunks(body: &[u8]) -> (Result<usize, ApiError>, usize) {
+    let mut wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    for byte in body {
+        wire.extend_from_slice(&[b'1', b'\r', b'\n', *byte, b'\r', b'\n']);
+    }
+    wire.extend_from_slice(b"0\r\n\r\n");
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base_url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let (mut request, mut buffer) = (Vec::new(), [0; 4096]);
+            while !request.windows(4).any(|end| end == b"\r\n\r\n") {
+                let read = stream.read(&mut buffer).await.unwrap();
+                assert!(read > 0, "the request ended early");
+                request.extend_from_slice(&buffer[..read]);
+            }
+            stream.write_all(&wire).await.unwrap();
+        });
+        let settings = ClientSettings { base_url, timeout: Duration::from_secs(120), locale: "en-US".into() };
+        let credentials =
+            Credentials { api_key: Secret::new("key"), secret: Secret::new("secret"), passphrase: Secret::new("pass") };
+        let client =
+            Client::new(Client::http_pool(settings.timeout), settings, credentials, Default::default()).unwrap();
+        HEAP.reset_peak_usage();
+        let before = HEAP.current_usage();
+        let records = client.account(2).await.map(|answer| answer.value.collateral.len());
+        (records, HEAP.peak_usage() - before)
+    })
+}
+
 #[test]
 fn hostile_answers_are_read_in_bounded_memory() {
+    // A million frames of one byte each, as hyper hands a chunked body on.
+    let padded = format!(r#"{{"collateral":[{{}}],"pad":"{}"}}"#, "x".repeat(1 << 20));
+    let (records, taken) = received_in_one_byte_chunks(padded.as_bytes());
+    eprintln!("1 MiB in chunks of one byte: {records:?}, {:.1} MiB at peak", taken as f64 / 1048576.0);
+    assert!(matches!(records, Ok(1)), "{records:?}");
+    assert!(taken < 4 * padded.len(), "1 MiB in chunks of one byte: {taken} bytes at peak");
+
     // 16 MiB of a character that Rust's quoting escapes to three times its size, raw and as
     // JSON escapes.
     let escaped = format!(r#""{}""#, "\u{80}".repeat((MAX_ANSWER_BYTES - 40) / 2));

@@ -7,6 +7,7 @@ use super::fields::DecodeProblem;
 use super::json::{JsonObject, Scalar, MAX_ITEMS};
 use super::model::{decode_account_info, decode_bill_page, AccountInfo, BillPage};
 use super::sign::sign;
+use bytes::BytesMut;
 use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_TYPE, DATE, RETRY_AFTER, USER_AGENT};
 use http::{Method, Request, Uri};
 use http_body_util::{BodyExt as _, Full};
@@ -286,16 +287,23 @@ fn shown(text: &str, hidden: Option<Hidden<'_>>) -> String {
     }
 }
 
-/// A whole answer body of at most [`MAX_ANSWER_BYTES`].
-async fn read_limited(body: hyper::body::Incoming) -> Result<Bytes, ApiError> {
-    match http_body_util::Limited::new(body, MAX_ANSWER_BYTES).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(ApiError::Decode(format!(
-            "the answer is larger than {} MiB; a proxy or the endpoint is broken",
-            MAX_ANSWER_BYTES >> 20
-        ))),
-        Err(e) => Err(ApiError::Transport(error_chain(e.as_ref()))),
+/// A whole answer body of at most [`MAX_ANSWER_BYTES`], copied into one buffer as it arrives.
+/// (Collecting it would keep every frame hyper hands on, with the read buffer under it: a body
+/// sent in chunks of one byte is one frame a byte, and 1 MiB of them took 90 MiB.)
+async fn read_limited(mut body: hyper::body::Incoming) -> Result<Bytes, ApiError> {
+    let mut bytes = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| ApiError::Transport(error_chain(&e)))?;
+        let Some(data) = frame.data_ref() else { continue };
+        if data.len() > MAX_ANSWER_BYTES - bytes.len() {
+            return Err(ApiError::Decode(format!(
+                "the answer is larger than {} MiB; a proxy or the endpoint is broken",
+                MAX_ANSWER_BYTES >> 20
+            )));
+        }
+        bytes.extend_from_slice(data);
     }
+    Ok(bytes.freeze())
 }
 
 /// `<base_url><endpoint path>[?<query>]`.
