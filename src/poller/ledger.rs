@@ -86,6 +86,11 @@ pub fn fields() -> impl Iterator<Item = &'static str> {
 /// a coin not compared yet then begins with a later answer than its first.
 const MAX_PENDING: usize = 256;
 
+/// The records the answers kept waiting may hold together (about 350 bytes each). An account
+/// shows a few a coin; an answer of thousands (the decoder takes up to 10,000) then waits alone,
+/// where 256 of them would hold 860 MB.
+const MAX_PENDING_RECORDS: usize = 4_096;
+
 /// How far a record's `updated_time` may be ahead of the request's time by this machine's idea of
 /// the exchange's clock, which is off by up to its 30 s window (more until a rejected timestamp
 /// corrects it): a day, as far as a learned clock offset goes.
@@ -337,7 +342,10 @@ impl Ledger {
             // more likely a glitch than every record gone, which would lose what they moved since.
             return;
         }
-        if self.pending.len() == MAX_PENDING {
+        let held = |pending: &[Observation]| pending.iter().map(|o| o.records.len()).sum::<usize>();
+        while !self.pending.is_empty()
+            && (self.pending.len() == MAX_PENDING || held(&self.pending) + records.len() > MAX_PENDING_RECORDS)
+        {
             self.pending.remove(0);
         }
         let at_ms = asked_at_ms.saturating_sub(1).max(updated_ms.unwrap_or(i64::MIN));

@@ -131,6 +131,17 @@ fn an_update_time_far_beyond_the_request_does_not_keep_the_answer_waiting() {
 }
 
 #[test]
+fn answers_of_many_records_wait_within_a_bound_of_records() {
+    let mut ledger = Ledger::default();
+    let many = || answer((1..=3_000).map(|id| position(id, 0, "1")).collect());
+    ledger.observe(USDT, &many(), 1_000);
+    ledger.observe(USDT, &many(), 2_000);
+    ledger.observe(USDT, &answer(vec![record(0, &[])]), 3_000);
+    let waiting: Vec<(i64, usize)> = ledger.pending.iter().map(|o| (o.at_ms, o.records.len())).collect();
+    assert_eq!(waiting, [(1_999, 3_000), (2_999, 1)], "the oldest answer goes first");
+}
+
+#[test]
 fn an_update_time_before_the_epoch_is_not_taken_and_the_ledger_saved_reads_back() {
     let mut ledger = Ledger::default();
     // -1 for "never", as some APIs write it.
