@@ -47,7 +47,8 @@ fn bills(body: &[u8]) -> Result<usize, ApiError> {
 }
 
 /// The answer `body`, as the client receives it from an exchange of the test's own that sends it
-/// in chunks of one byte each, and the most memory the client took beyond the answer's bytes.
+/// in chunks of one byte each, and the most memory the client took to receive and read it (the
+/// answer's own bytes included: they arrive while it is measured).
 fn received_in_one_byte_chunks(body: &[u8]) -> (Result<usize, ApiError>, usize) {
     let mut wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
     for byte in body {
