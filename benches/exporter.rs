@@ -1,15 +1,18 @@
 //! Criterion benches of the exporter's hot paths: decoding the exchange's answers, counting
-//! bills, and rendering `/metrics`. Run `cargo bench --bench exporter`; `cargo test --all-targets`
+//! bills, the ledger check on an answer of the most records, and rendering `/metrics`. Run `cargo bench --bench exporter`; `cargo test --all-targets`
 //! runs each once, so they cannot rot.
 //!
 //! The inputs come from the simulated exchange in scale mode (the same accounts `capi_sim`
 //! serves): 2 coins and 5 positions per account, plus bills of 12 business types per coin.
 
+use capi_exporter::api::fields::Millis;
 use capi_exporter::api::json::JsonObject;
-use capi_exporter::api::model::{decode_account_info, decode_bill_page, Bill, BillPage, BUSINESS_TYPES};
+use capi_exporter::api::model::{
+    decode_account_info, decode_bill_page, AccountInfo, Bill, BillPage, Collateral, BUSINESS_TYPES,
+};
 use capi_exporter::exposition::{Exposition, Format};
 use capi_exporter::poller::cursor::BillCursor;
-use capi_exporter::poller::ledger;
+use capi_exporter::poller::ledger::{self, Ledger};
 use capi_exporter::snapshot::counters::BillCounters;
 use capi_exporter::snapshot::stats::AccountStats;
 use capi_exporter::snapshot::{AccountSlot, AccountSnapshot};
@@ -199,5 +202,47 @@ fn render(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decode, bill_counting, render);
+/// An answer of USDT with `count` isolated positions' records, the decoder's most: what an
+/// exchange that lists every position ever opened would send.
+fn positions_answer(count: usize, open: i64) -> AccountInfo {
+    let record = |id: usize| Collateral {
+        coin_id: Some("2".into()),
+        margin_mode: Some("ISOLATED".into()),
+        cross_contract_id: Some("0".into()),
+        isolated_position_id: Some(id.to_string()),
+        created_time: Some(Millis(NOW_MS - 60_000)),
+        updated_time: Some(Millis(NOW_MS - 1_000)),
+        cum_position_open_long_amount: Some(Decimal::new(open, 0)),
+        ..Collateral::default()
+    };
+    AccountInfo { collateral: (1..=count).map(record).collect(), ..AccountInfo::default() }
+}
+
+/// One poll's ledger work for an account whose answer lists 10,000 records, once the comparison
+/// has begun: the answer taken, and compared record by record.
+fn ledger_check(c: &mut Criterion) {
+    let mut group = c.benchmark_group("ledger");
+    group.sample_size(10);
+    let count = 10_000;
+    let (first, next) = (positions_answer(count, 1), positions_answer(count, 2));
+    group.throughput(Throughput::Elements(count as u64));
+    group.bench_function("answer_of_10000_records", |b| {
+        b.iter_batched(
+            || {
+                let mut ledger = Ledger::default();
+                ledger.observe(2, &first, NOW_MS);
+                ledger.settle(NOW_MS);
+                ledger
+            },
+            |mut ledger| {
+                ledger.observe(2, black_box(&next), NOW_MS + 1);
+                ledger.settle(NOW_MS + 1)
+            },
+            criterion::BatchSize::LargeInput,
+        )
+    });
+    group.finish();
+}
+
+criterion_group!(benches, decode, bill_counting, ledger_check, render);
 criterion_main!(benches);

@@ -34,7 +34,7 @@ use crate::api::model::{AccountInfo, Bill, Collateral};
 use crate::snapshot::LedgerDifferences as Differences;
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// What a running total follows: the amounts of one business type, or every bill's fill fee.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -323,6 +323,7 @@ impl Ledger {
         let mine = info.collateral.iter().filter(|c| c.coin_number() == Some(coin_id));
         let mut updated_ms = None;
         let mut records: Vec<ObservedRecord> = Vec::new();
+        let mut keys = HashSet::new();
         for collateral in mine {
             // A record cannot have changed after the answer; a time far beyond the request (another
             // unit, a glitch) would keep the answer waiting for ever, and one before the epoch (-1
@@ -331,7 +332,7 @@ impl Ledger {
             let updated = collateral.updated_time.map(|t| t.0).filter(|t| plausible.contains(t));
             updated_ms = updated_ms.max(updated);
             let key = record_key(collateral);
-            if records.iter().all(|r| r.key != key) {
+            if keys.insert(key.clone()) {
                 // A record listed twice is taken once, as the first listing shows it.
                 let created_ms = collateral.created_time.map(|t| t.0);
                 records.push(ObservedRecord { key, created_ms, totals: Totals::of(collateral) });
@@ -455,9 +456,9 @@ impl Ledger {
         let ledger = &mut self.coins[index];
         ledger.bills.add_all(&bills);
         ledger.hide_and_resume(&observation.records);
+        let mut positions = ledger.records.iter().enumerate().map(|(i, r)| (r.key.clone(), i)).collect();
         for observed in observation.records {
-            let index = ledger.record_index(observed.key, observed.created_ms);
-            let record = &mut ledger.records[index];
+            let record = ledger.record_for(&mut positions, observed.key, observed.created_ms);
             for (i, value) in observed.totals.values() {
                 // A field first readable now starts now, unless the record counts from zero.
                 if !record.from_zero {
@@ -566,7 +567,8 @@ impl CoinLedger {
     /// Resumes the hidden records an answer shows and hides those it does not; beyond
     /// [`MAX_HIDDEN`], folds one into `gone` (see there which).
     fn hide_and_resume(&mut self, observed: &[ObservedRecord]) {
-        let is_shown = |record: &ComparedRecord| observed.iter().any(|r| r.key == record.key);
+        let keys: HashSet<&str> = observed.iter().map(|r| r.key.as_str()).collect();
+        let is_shown = |record: &ComparedRecord| keys.contains(record.key.as_str());
         let (resumed, still_hidden): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.hidden).into_iter().partition(is_shown);
         let (shown, missing): (Vec<_>, Vec<_>) = std::mem::take(&mut self.records).into_iter().partition(is_shown);
@@ -579,28 +581,35 @@ impl CoinLedger {
         }
     }
 
-    /// The index in `records` of the record an answer shows under `key`: the one compared before
-    /// unless a later creation time says it is another, else a new one.
-    fn record_index(&mut self, key: String, created_ms: Option<i64>) -> usize {
-        if let Some(i) = self.records.iter().position(|r| r.key == key) {
-            let record = &mut self.records[i];
-            match (record.created_ms, created_ms) {
-                // Only later: two records that share a key (fields left out) must not take turns
-                // at being new, each time counting what it holds again.
-                (Some(before), Some(now)) if now > before => {
-                    let replaced = self.records.remove(i);
-                    self.gone.add_all(&replaced.moved());
-                }
-                _ => {
-                    record.created_ms = record.created_ms.or(created_ms);
-                    return i;
-                }
-            }
-        }
+    /// The record an answer shows under `key`: the one compared before unless a later creation
+    /// time says it is another, else a new one. `positions` holds the index in `records` of each
+    /// key, since an answer may list thousands of records.
+    fn record_for(
+        &mut self,
+        positions: &mut HashMap<String, usize>,
+        key: String,
+        created_ms: Option<i64>,
+    ) -> &mut ComparedRecord {
         // Created since the comparison began: everything it holds came since.
         let from_zero = created_ms.is_some_and(|created| created > self.since_ms);
-        self.records.push(ComparedRecord { key, created_ms, from_zero, ..ComparedRecord::default() });
-        self.records.len() - 1
+        let new = |key| ComparedRecord { key, created_ms, from_zero, ..ComparedRecord::default() };
+        let Some(&i) = positions.get(&key) else {
+            let i = self.records.len();
+            positions.insert(key.clone(), i);
+            self.records.push(new(key));
+            return &mut self.records[i];
+        };
+        let record = &mut self.records[i];
+        match (record.created_ms, created_ms) {
+            // Only later: two records that share a key (fields left out) must not take turns at
+            // being new, each time counting what it holds again.
+            (Some(before), Some(now)) if now > before => {
+                let replaced = std::mem::replace(record, new(key));
+                self.gone.add_all(&replaced.moved());
+            }
+            _ => record.created_ms = record.created_ms.or(created_ms),
+        }
+        &mut self.records[i]
     }
 }
 
