@@ -12,7 +12,7 @@
 //!   exclusive, a superset if inclusive) until a bill exactly on a sent bound proves that bound
 //!   inclusive; from then on it is sent exactly.
 //! - Bills are counted by id, once: a bill is new if its creation time is after the settled point
-//!   and its id is not among those already seen. A millisecond is settled once a complete pass that
+//!   and its id is not among those already seen. A millisecond is settled once a pass that
 //!   started at least `overlap` after it has covered it, so a bill that becomes visible up to
 //!   `overlap` late is still found, and the set of seen ids only holds the unsettled window.
 //! - A pass that runs out of its per-poll query budget resumes at the next poll, so a burst costs
@@ -237,7 +237,7 @@ impl BillCursor {
         }
         pass.pending.extend(children);
         let shortfall = self.close_crowded_when_answered();
-        self.finish_pass_if_done();
+        self.settle_what_the_pass_covered();
         Accepted { new_bills, shortfall, unmatched, unremembered }
     }
 
@@ -261,7 +261,7 @@ impl BillCursor {
         }
         pass.pending.pop();
         let shortfall = self.close_crowded_when_answered();
-        self.finish_pass_if_done();
+        self.settle_what_the_pass_covered();
         Some(Accepted { shortfall, ..Accepted::default() })
     }
 
@@ -348,17 +348,22 @@ impl BillCursor {
         })
     }
 
-    /// A complete pass settles everything that was at least `overlap` old when it started.
-    fn finish_pass_if_done(&mut self) {
+    /// A pass settles what it has covered that was at least `overlap` old when it started: the
+    /// stack holds its queries earliest first, so every millisecond before the next query's is
+    /// covered. Settling as it goes keeps `seen` to the part of its window not covered yet when
+    /// a burst takes the pass many polls. Once no query is pending, the pass is done.
+    fn settle_what_the_pass_covered(&mut self) {
         let Some(pass) = &self.pass else { return };
-        if !pass.pending.is_empty() {
-            return;
+        let covered = pass.pending.last().map_or(pass.started_at, |next| next.start.saturating_sub(1));
+        let settled = covered.min(pass.started_at.saturating_sub(self.overlap_ms));
+        if pass.pending.is_empty() {
+            self.pass = None;
         }
-        let settled = self.state.settled_through.max(pass.started_at.saturating_sub(self.overlap_ms));
-        self.state.settled_through = settled;
-        self.state.seen.retain(|_, ctime| *ctime > settled);
-        self.state.reported.retain(|ms, _| *ms > settled);
-        self.pass = None;
+        if settled > self.state.settled_through {
+            self.state.settled_through = settled;
+            self.state.seen.retain(|_, ctime| *ctime > settled);
+            self.state.reported.retain(|ms, _| *ms > settled);
+        }
     }
 }
 
