@@ -28,7 +28,7 @@ use crowded::Crowded;
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-pub use crowded::Shortfall;
+pub use crowded::{Shortfall, MAX_CROWDED_QUERIES};
 pub use known::KnownValues;
 
 mod crowded;
@@ -227,13 +227,14 @@ impl BillCursor {
             return Accepted { new_bills, shortfall: None, unmatched, unremembered };
         }
         let children = if page.has_next_page { self.split(&task, page) } else { Vec::new() };
-        let (refused, children): (Vec<Task>, Vec<Task>) =
+        let (refused, mut children): (Vec<Task>, Vec<Task>) =
             children.into_iter().partition(|child| self.refused.contains(&child.filter));
         let pass = self.pass_mut();
         if task.is_one_millisecond() && (page.has_next_page || pass.crowded.is_some()) {
             let crowded = pass.crowded.get_or_insert_with(|| Crowded::new(task.start));
             crowded.record(&task.filter, sent, page);
-            refused.iter().for_each(|child| crowded.refused(&child.filter));
+            refused.iter().for_each(|child| crowded.unanswered(&child.filter));
+            children = crowded.plan(children);
         }
         pass.pending.extend(children);
         let shortfall = self.close_crowded_when_answered();
@@ -255,7 +256,7 @@ impl BillCursor {
         if !task.is_one_millisecond() || task.start != crowded.ms || task.filter == Filter::All {
             return None;
         }
-        crowded.refused(&task.filter);
+        crowded.unanswered(&task.filter);
         if self.refused.len() < MAX_REFUSED {
             self.refused.insert(task.filter.clone());
         }

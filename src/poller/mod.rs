@@ -20,7 +20,7 @@ use crate::snapshot::stats::AccountStats;
 use crate::snapshot::{AccountSlot, AccountSnapshot};
 use backoff::{Backoff, Pace};
 use budget::AccountBudget;
-use cursor::{CursorState, Shortfall};
+use cursor::{CursorState, Shortfall, MAX_CROWDED_QUERIES};
 use ledger::Ledger;
 use poll_state::{Counted, PollState};
 use retry::retry_after;
@@ -544,10 +544,13 @@ fn warn_shortfall(account: &str, shortfall: &Shortfall) {
     let business_type =
         if shortfall.business_types.is_empty() { "any".into() } else { shortfall.business_types.join(",") };
     let (ms, found, loss) = (shortfall.ms, shortfall.bills_found, shortfall.loss.as_str());
+    let not_asked = shortfall.queries_not_asked;
     match shortfall.loss {
-        Loss::Certain => warn!(account, millisecond = ms, business_type, bills_found = found, loss,
+        Loss::Certain => warn!(account, millisecond = ms, business_type, bills_found = found, queries_not_asked = not_asked, loss,
             "more bills share this millisecond than the API can list, even split by business type, coin and symbol: at least one was not counted (capi_bill_pages_truncated_total)"),
-        Loss::Possible => warn!(account, millisecond = ms, business_type, bills_found = found, loss,
+        Loss::Possible if not_asked > 0 => warn!(account, millisecond = ms, business_type, bills_found = found, queries_not_asked = not_asked, loss,
+            "more bills share this millisecond than one page holds, over more business types, coins and symbols than {MAX_CROWDED_QUERIES} queries can ask; every one found was counted, but the bills of the queries not asked may have been missed (capi_bill_pages_truncated_total)"),
+        Loss::Possible => warn!(account, millisecond = ms, business_type, bills_found = found, queries_not_asked = not_asked, loss,
             "more bills share this millisecond than one page holds; every one found was counted, split over each business type, coin and symbol this account is known to use, but the API cannot list them all, so a bill of one never seen would have been missed (capi_bill_pages_truncated_total)"),
     }
 }

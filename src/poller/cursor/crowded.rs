@@ -7,25 +7,35 @@
 //!
 //! - **possible**: every bill found was counted, but a bill of a value never seen, or without the
 //!   value (an empty coin cannot be asked for), or of a value over 64 bytes (no exchange's) or one
-//!   the exchange refused as a filter, would have been missed, and nothing can tell;
+//!   the exchange refused as a filter, or of a query beyond [`MAX_CROWDED_QUERIES`], would have
+//!   been missed, and nothing can tell;
 //! - **certain**: a full answer for exactly that millisecond (bounds proven inclusive) proves more
 //!   bills of its filter than were found or counted there before: at least one was missed.
 
-use super::Filter;
+use super::{Filter, Task};
 use crate::api::model::{Bill, BillPage};
 use crate::snapshot::counters::Loss;
 use std::collections::{BTreeSet, HashMap};
+
+/// The queries one crowded millisecond may take in one pass, its first included: 50 polls at
+/// the most bill queries a poll makes, 12.5 minutes at 15 s. A funding settlement over 300 symbols takes
+/// about 330 (the documented types, the coins, then its symbols), a type split over all 2,000
+/// symbols remembered about 2,030. Without a bound, an exchange that showed new values on every
+/// page could make a millisecond's split take millions of queries, its ids kept all along.
+pub const MAX_CROWDED_QUERIES: usize = 2_500;
 
 /// A crowded millisecond whose count is not proven complete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Shortfall {
     pub ms: i64,
-    /// The business types whose queries stayed full or were refused, sorted; empty when only the
-    /// query of every type did (the bills were spread over types, and one never seen may hide
-    /// behind them).
+    /// The business types whose queries stayed full, were refused or were not asked, sorted;
+    /// empty when only the query of every type did (the bills were spread over types, and one
+    /// never seen may hide behind them).
     pub business_types: Vec<String>,
     /// Distinct bills of this millisecond that the queries found, all counted.
     pub bills_found: usize,
+    /// Queries of its split beyond [`MAX_CROWDED_QUERIES`], not asked.
+    pub queries_not_asked: usize,
     pub loss: Loss,
 }
 
@@ -43,13 +53,30 @@ pub(super) struct Crowded {
     /// Every bill any of its answers showed, by id.
     found: HashMap<String, Bill>,
     full: Vec<FullQuery>,
-    /// Queries the exchange refused: their bills beyond the coarser queries' are unknown.
-    refused: Vec<Filter>,
+    /// The business types of the queries the exchange refused or that were not asked: their
+    /// bills beyond the coarser queries' are unknown.
+    unanswered_types: BTreeSet<String>,
+    /// Queries asked or planned, the first included.
+    planned: usize,
+    not_asked: usize,
 }
 
 impl Crowded {
     pub(super) fn new(ms: i64) -> Self {
-        Self { ms, found: HashMap::new(), full: Vec::new(), refused: Vec::new() }
+        let (found, full, unanswered_types) = (HashMap::new(), Vec::new(), BTreeSet::new());
+        Self { ms, found, full, unanswered_types, planned: 1, not_asked: 0 }
+    }
+
+    /// Keeps of a split's queries those that fit within [`MAX_CROWDED_QUERIES`]: the last ones,
+    /// which the stack asks first. The others are not asked.
+    pub(super) fn plan(&mut self, mut children: Vec<Task>) -> Vec<Task> {
+        let fit = MAX_CROWDED_QUERIES.saturating_sub(self.planned).min(children.len());
+        for child in children.drain(..children.len() - fit) {
+            self.not_asked = self.not_asked.saturating_add(1);
+            self.unanswered(&child.filter);
+        }
+        self.planned = self.planned.saturating_add(fit);
+        children
     }
 
     /// Takes the answer to one of its queries, sent with bounds `sent`.
@@ -62,21 +89,25 @@ impl Crowded {
         }
     }
 
-    /// Takes the refusal of one of its queries: it proves nothing, and leaves its bills unknown.
-    pub(super) fn refused(&mut self, filter: &Filter) {
-        self.refused.push(filter.clone());
+    /// Takes one of its queries that is not answered (the exchange refused it, or it was not
+    /// asked): it proves nothing, and leaves its bills unknown.
+    pub(super) fn unanswered(&mut self, filter: &Filter) {
+        if let [Some(business_type), ..] = filter.parts() {
+            self.unanswered_types.insert(business_type.clone());
+        }
     }
 
     /// Once every query is answered: what its full answers leave open. `seen` holds the ids
     /// counted so far whose millisecond is not settled, with their creation times.
     pub(super) fn shortfall(&self, page_size: u32, seen: &HashMap<String, i64>) -> Shortfall {
         let proven = self.full.iter().any(|query| self.proves_uncounted(query, page_size, seen));
-        let filters = self.full.iter().map(|query| &query.filter).chain(&self.refused);
-        let types: BTreeSet<&str> = filters.filter_map(|filter| filter.parts()[0].map(String::as_str)).collect();
+        let full = self.full.iter().filter_map(|query| query.filter.parts()[0]);
+        let types: BTreeSet<&String> = full.chain(&self.unanswered_types).collect();
         Shortfall {
             ms: self.ms,
-            business_types: types.into_iter().map(str::to_owned).collect(),
+            business_types: types.into_iter().cloned().collect(),
             bills_found: self.found.values().filter(|b| b.ctime_ms == self.ms).count(),
+            queries_not_asked: self.not_asked,
             loss: if proven { Loss::Certain } else { Loss::Possible },
         }
     }

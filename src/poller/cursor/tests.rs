@@ -141,7 +141,7 @@ fn a_crowded_millisecond_is_split_by_type_then_coin_then_symbol() {
 
 fn shortfall(ms: i64, business_types: &[&str], bills_found: usize, loss: Loss) -> Shortfall {
     let business_types = business_types.iter().map(|t| t.to_string()).collect();
-    Shortfall { ms, business_types, bills_found, loss }
+    Shortfall { ms, business_types, bills_found, queries_not_asked: 0, loss }
 }
 
 #[test]
@@ -205,6 +205,32 @@ fn symbols_seen_before_are_queried_too() {
     let funded = run(&model(bills), &mut cursor, [10_000].into_iter(), 500);
     assert_eq!(funded.counted.len(), 150, "every funding bill, of every known symbol");
     assert_eq!(funded.shortfalls, [shortfall(7_777, &["position_funding"], 150, Loss::Possible)]);
+}
+
+#[test]
+fn a_crowded_milliseconds_split_takes_a_bounded_number_of_queries_and_says_what_it_left() {
+    // Funding and fill fees of 2,500 positions in one millisecond, each of its own symbol, 2,000
+    // of them known (the most remembered): each type's split by symbol takes 2,000 queries.
+    let at = |i: u64, kind: &str| at_once(bill(10_000 + i, 7_777, kind, "USDT", &format!("cmt_{}usdt", i % 2_500)));
+    let bills: Vec<ModelBill> = (0..2_500)
+        .map(|i| at(i, "position_funding"))
+        .chain((2_500..5_000).map(|i| at(i, "order_fill_fee_income")))
+        .collect();
+    let mut state = CursorState::counting_from(0);
+    let known: Vec<Bill> = bills.iter().take(2_000).map(|m| Bill { ctime_ms: 1_000, ..m.bill.clone() }).collect();
+    state.known.learn(&known);
+    let mut cursor = BillCursor::resume(state, 1_000, PAGE);
+    let result = run(&model(bills), &mut cursor, [10_000].into_iter(), 10_000);
+    assert!(!cursor.pass_in_progress());
+    assert!(result.queries <= MAX_CROWDED_QUERIES + 30, "{} queries, halving included", result.queries);
+    let [reported] = &result.shortfalls[..] else { panic!("{:?}", result.shortfalls) };
+    assert_eq!((reported.ms, reported.loss), (7_777, Loss::Possible));
+    assert_eq!(reported.business_types, ["order_fill_fee_income", "position_funding"]);
+    // The millisecond's first query, 21 by type, and for each of the two types 1 by coin and
+    // its symbols: 2,000 for the first, the rest of the bound for the second.
+    let asked_for_the_second = MAX_CROWDED_QUERIES - 1 - 21 - 1 - 2_000 - 1;
+    assert_eq!(reported.queries_not_asked, 2_000 - asked_for_the_second);
+    assert_eq!(reported.bills_found, result.counted.len());
 }
 
 #[test]
