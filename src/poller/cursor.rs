@@ -335,13 +335,20 @@ impl BillCursor {
     /// Once the last query of a crowded millisecond is answered, its shortfall, unless it was
     /// reported before with at least the same loss (a rescan within the overlap).
     fn close_crowded_when_answered(&mut self) -> Option<Shortfall> {
+        let overlap_ms = self.overlap_ms;
         let pass = self.pass_mut();
         let ms = pass.crowded.as_ref()?.ms;
         // The stack holds a crowded millisecond's queries on top, one after the other.
         if pass.pending.last().is_some_and(|next| next.is_one_millisecond() && next.start == ms) {
             return None;
         }
-        let shortfall = pass.crowded.take()?.shortfall(self.page_size, &self.state.seen);
+        let last_scan = ms <= pass.started_at.saturating_sub(overlap_ms);
+        let mut shortfall = pass.crowded.take()?.shortfall(self.page_size, &self.state.seen);
+        if !last_scan {
+            // A rescan may still find the bill a full answer proves missing, by a symbol shown
+            // since: it is certain only in the scan that settles the millisecond.
+            shortfall.loss = Loss::Possible;
+        }
         let news = self.state.reported.get(&ms).is_none_or(|reported| *reported < shortfall.loss);
         news.then(|| {
             self.state.reported.insert(ms, shortfall.loss);

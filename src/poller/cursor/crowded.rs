@@ -10,7 +10,9 @@
 //!   the exchange refused as a filter, or of a query beyond [`MAX_CROWDED_QUERIES`], would have
 //!   been missed, and nothing can tell;
 //! - **certain**: a full answer for exactly that millisecond (bounds proven inclusive) proves more
-//!   bills of its filter than were found or counted there before: at least one was missed.
+//!   bills of its filter than were found or counted there before: at least one was missed. Only
+//!   the scan that settles the millisecond says so; one before it says possible, since a rescan
+//!   may yet find the bill.
 
 use super::{Filter, Task};
 use crate::api::model::{Bill, BillPage};

@@ -158,6 +158,22 @@ fn more_than_a_page_in_one_millisecond_type_coin_and_symbol_is_reported_once() {
 }
 
 #[test]
+fn a_bill_a_rescan_finds_is_not_reported_as_certainly_missed() {
+    // 101 funding bills in one millisecond, one of a symbol no page shows and no bill showed yet.
+    let mut bills: Vec<ModelBill> =
+        (1..=100).map(|id| at_once(bill(id, 7_777, "position_funding", "USDT", "cmt_a"))).collect();
+    bills.push(at_once(bill(0, 7_777, "position_funding", "USDT", "cmt_b")));
+    // A later bill shows the symbol, between the second scan and the third.
+    bills.push(at_once(bill(200, 11_500, "position_open_long", "USDT", "cmt_b")));
+    let mut cursor = BillCursor::new(0, 5_000, PAGE);
+    let result = run(&model(bills), &mut cursor, [10_000, 11_000, 12_000, 20_000].into_iter(), 200);
+    assert_eq!(result.counted.len(), 102);
+    // The second scan, with bounds proven, found 100 of the 101 its full answer proved; the
+    // third found the last one.
+    assert_eq!(result.shortfalls, [shortfall(7_777, &["position_funding"], 100, Loss::Possible)]);
+}
+
+#[test]
 fn with_unproven_bounds_a_full_answer_at_one_millisecond_is_a_possible_loss() {
     let bills = (0..150).map(|id| at_once(bill(id, 7_777, "deposit", "USDT", ""))).collect();
     let exclusive = Model { start_inclusive: false, end_inclusive: false, ..model(bills) };
