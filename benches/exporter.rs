@@ -1,6 +1,7 @@
 //! Criterion benches of the exporter's hot paths: decoding the exchange's answers, counting
-//! bills, the ledger check on an answer of the most records, and rendering `/metrics`. Run `cargo bench --bench exporter`; `cargo test --all-targets`
-//! runs each once, so they cannot rot.
+//! bills (a crowded millisecond of made-up values included), the ledger check on an answer of
+//! the most records, and rendering `/metrics`. Run `cargo bench --bench exporter`; `cargo test
+//! --all-targets` runs each once, so they cannot rot.
 //!
 //! The inputs come from the simulated exchange in scale mode (the same accounts `capi_sim`
 //! serves): 2 coins and 5 positions per account, plus bills of 12 business types per coin.
@@ -108,6 +109,46 @@ fn bill_counting(c: &mut Criterion) {
             while cursor.next_query().is_some() {
                 assert!(cursor.accept(&page).new_bills.is_empty());
             }
+        })
+    });
+    group.finish();
+}
+
+/// A crowded millisecond's whole scan against an exchange that says every page is full and
+/// shows 100 new bills of new coins and symbols on each: the split's query bound ends it, and
+/// the last answer closes it (which counted the found bills once per full answer: 241 s).
+fn crowded_millisecond(c: &mut Criterion) {
+    let mut group = c.benchmark_group("bill_counting");
+    group.sample_size(10);
+    group.bench_function("crowded_millisecond_of_new_values", |b| {
+        b.iter(|| {
+            let mut cursor = BillCursor::new(NOW_MS, 1_000, 100);
+            cursor.start_poll(NOW_MS);
+            let mut id = 0u64;
+            let mut queries = 0;
+            while let Some(query) = cursor.next_query() {
+                let mut items: Vec<Bill> = (0..100)
+                    .map(|_| {
+                        id += 1;
+                        Bill {
+                            id: id.to_string(),
+                            business_type: query.business_type.clone().unwrap_or(format!("t{}", id % 50)),
+                            coin: query.coin.clone().unwrap_or(format!("c{}", id % 50)),
+                            symbol: query.symbol.clone().unwrap_or(format!("s{id}")),
+                            amount: None,
+                            balance: None,
+                            fill_fee: None,
+                            ctime_ms: NOW_MS,
+                        }
+                    })
+                    .collect();
+                // Bills on both bounds sent prove them inclusive.
+                items[0].ctime_ms = query.start_time;
+                items[1].ctime_ms = query.end_time;
+                cursor.accept(&BillPage { has_next_page: true, items });
+                queries += 1;
+            }
+            queries
         })
     });
     group.finish();
@@ -244,5 +285,5 @@ fn ledger_check(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, decode, bill_counting, ledger_check, render);
+criterion_group!(benches, decode, bill_counting, crowded_millisecond, ledger_check, render);
 criterion_main!(benches);

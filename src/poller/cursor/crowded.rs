@@ -102,29 +102,40 @@ impl Crowded {
     /// Once every query is answered: what its full answers leave open. `seen` holds the ids
     /// counted so far whose millisecond is not settled, with their creation times.
     pub(super) fn shortfall(&self, page_size: u32, seen: &HashMap<String, i64>) -> Shortfall {
-        let proven = self.full.iter().any(|query| self.proves_uncounted(query, page_size, seen));
+        let found: Vec<&Bill> = self.found.values().filter(|b| b.ctime_ms == self.ms).collect();
+        let proven = self.proves_uncounted(&found, page_size, seen);
         let full = self.full.iter().filter_map(|query| query.filter.parts()[0]);
         let types: BTreeSet<&String> = full.chain(&self.unanswered_types).collect();
         Shortfall {
             ms: self.ms,
             business_types: types.into_iter().cloned().collect(),
-            bills_found: self.found.values().filter(|b| b.ctime_ms == self.ms).count(),
+            bills_found: found.len(),
             queries_not_asked: self.not_asked,
             loss: if proven { Loss::Certain } else { Loss::Possible },
         }
     }
 
     /// Whether a full answer sent for exactly this millisecond proves a bill that was never
-    /// counted: no more than a page of bills of its filter were found or counted before (ids
-    /// counted before, whose values are not kept, are taken to match).
-    fn proves_uncounted(&self, query: &FullQuery, page_size: u32, seen: &HashMap<String, i64>) -> bool {
-        if query.sent != (self.ms, self.ms) {
-            return false;
-        }
-        let found = self.found.values().filter(|b| b.ctime_ms == self.ms);
-        let matching = found.filter(|b| query.filter.mismatch(&b.business_type, &b.coin, &b.symbol).is_none()).count();
+    /// counted: no more than a page of bills of its filter were `found` there or counted before
+    /// (ids counted before, whose values are not kept, are taken to match). The bills are
+    /// counted by filter once, not once per full answer: a millisecond may have thousands of
+    /// each.
+    fn proves_uncounted(&self, found: &[&Bill], page_size: u32, seen: &HashMap<String, i64>) -> bool {
         let counted_before =
             seen.iter().filter(|(id, ctime)| **ctime == self.ms && !self.found.contains_key(*id)).count();
-        matching.saturating_add(counted_before) <= page_size as usize
+        let mut matching: HashMap<[Option<&str>; 3], usize> = HashMap::new();
+        for bill in found {
+            // A bill answers the query of every type, and those of its type, coin and symbol.
+            let values = [&bill.business_type, &bill.coin, &bill.symbol].map(|value| Some(value.as_str()));
+            for parts in 0..=values.len() {
+                let mut key = [None; 3];
+                key[..parts].copy_from_slice(&values[..parts]);
+                *matching.entry(key).or_default() += 1;
+            }
+        }
+        let exact = self.full.iter().filter(|query| query.sent == (self.ms, self.ms));
+        exact
+            .map(|query| query.filter.parts().map(|part| part.map(String::as_str)))
+            .any(|key| matching.get(&key).copied().unwrap_or(0).saturating_add(counted_before) <= page_size as usize)
     }
 }
