@@ -20,10 +20,11 @@ use crate::snapshot::counters::Loss;
 use std::collections::{BTreeSet, HashMap};
 
 /// The queries one crowded millisecond may take in one pass, its first included: 50 polls at
-/// the most bill queries a poll makes, 12.5 minutes at 15 s. A funding settlement over 300 symbols takes
-/// about 330 (the documented types, the coins, then its symbols), a type split over all 2,000
-/// symbols remembered about 2,030. Without a bound, an exchange that showed new values on every
-/// page could make a millisecond's split take millions of queries, its ids kept all along.
+/// the most bill queries a poll makes, 12.5 minutes at 15 s. A funding settlement over 300
+/// symbols takes about 330 (the documented types, the coins, then its symbols), a type split
+/// over all 2,000 symbols remembered about 2,030. Without a bound, an exchange that showed new
+/// values on every page could make a millisecond's split take millions of queries, its ids kept
+/// all along.
 pub const MAX_CROWDED_QUERIES: usize = 2_500;
 
 /// A crowded millisecond whose count is not proven complete.
