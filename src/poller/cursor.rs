@@ -26,6 +26,7 @@ use crate::api::BillQuery;
 use crate::snapshot::counters::Loss;
 use crowded::Crowded;
 use std::borrow::Cow;
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 pub use crowded::{Shortfall, MAX_CROWDED_QUERIES};
@@ -288,14 +289,23 @@ impl BillCursor {
         (start, end)
     }
 
+    /// The bills never counted before. An id is kept until the latest creation time shown for
+    /// it settles: one shown again at another time (by an exchange that moved it) is not new.
     fn count_new(&mut self, page: &BillPage) -> Vec<Bill> {
         let settled = self.state.settled_through;
         let seen = &mut self.state.seen;
-        page.items
-            .iter()
-            .filter(|bill| bill.ctime_ms > settled && seen.insert(bill.id.clone(), bill.ctime_ms).is_none())
-            .cloned()
-            .collect()
+        let mut is_new = |bill: &Bill| match seen.entry(bill.id.clone()) {
+            Entry::Occupied(mut kept) => {
+                let latest = kept.get_mut();
+                *latest = (*latest).max(bill.ctime_ms);
+                false
+            }
+            Entry::Vacant(new) => {
+                new.insert(bill.ctime_ms);
+                true
+            }
+        };
+        page.items.iter().filter(|bill| bill.ctime_ms > settled && is_new(bill)).cloned().collect()
     }
 
     /// The queries that together cover a full one, pushed so that the earliest window is on
