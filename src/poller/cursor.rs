@@ -12,7 +12,7 @@
 //!   exclusive, a superset if inclusive) until a bill exactly on a sent bound proves that bound
 //!   inclusive; from then on it is sent exactly.
 //! - Bills are counted by id, once: a bill is new if its creation time is after the settled point
-//!   and its id is not among those already seen. A millisecond is settled once a pass that
+//!   and its id is not among those already seen. A millisecond is settled once a complete pass that
 //!   started at least `overlap` after it has covered it, so a bill that becomes visible up to
 //!   `overlap` late is still found, and the set of seen ids only holds the unsettled window.
 //! - A pass that runs out of its per-poll query budget resumes at the next poll, so a burst costs
@@ -239,7 +239,7 @@ impl BillCursor {
         }
         pass.pending.extend(children);
         let shortfall = self.close_crowded_when_answered();
-        self.settle_what_the_pass_covered();
+        self.finish_pass_if_done();
         Accepted { new_bills, shortfall, unmatched, unremembered }
     }
 
@@ -263,7 +263,7 @@ impl BillCursor {
         }
         pass.pending.pop();
         let shortfall = self.close_crowded_when_answered();
-        self.settle_what_the_pass_covered();
+        self.finish_pass_if_done();
         Some(Accepted { shortfall, ..Accepted::default() })
     }
 
@@ -366,22 +366,17 @@ impl BillCursor {
         })
     }
 
-    /// A pass settles what it has covered that was at least `overlap` old when it started: the
-    /// stack holds its queries earliest first, so every millisecond before the next query's is
-    /// covered. Settling as it goes keeps `seen` to the part of its window not covered yet when
-    /// a burst takes the pass many polls. Once no query is pending, the pass is done.
-    fn settle_what_the_pass_covered(&mut self) {
+    /// A complete pass settles everything that was at least `overlap` old when it started.
+    fn finish_pass_if_done(&mut self) {
         let Some(pass) = &self.pass else { return };
-        let covered = pass.pending.last().map_or(pass.started_at, |next| next.start.saturating_sub(1));
-        let settled = covered.min(pass.started_at.saturating_sub(self.overlap_ms));
-        if pass.pending.is_empty() {
-            self.pass = None;
+        if !pass.pending.is_empty() {
+            return;
         }
-        if settled > self.state.settled_through {
-            self.state.settled_through = settled;
-            self.state.seen.retain(|_, ctime| *ctime > settled);
-            self.state.reported.retain(|ms, _| *ms > settled);
-        }
+        let settled = self.state.settled_through.max(pass.started_at.saturating_sub(self.overlap_ms));
+        self.state.settled_through = settled;
+        self.state.seen.retain(|_, ctime| *ctime > settled);
+        self.state.reported.retain(|ms, _| *ms > settled);
+        self.pass = None;
     }
 }
 
