@@ -14,7 +14,10 @@
 //! - Bills are counted by id, once: a bill is new if its creation time is after the settled point
 //!   and its id is not among those already seen. A millisecond is settled once a complete pass that
 //!   started at least `overlap` after it has covered it, so a bill that becomes visible up to
-//!   `overlap` late is still found, and the set of seen ids only holds the unsettled window.
+//!   `overlap` late is still found, and the set of seen ids only holds the unsettled window. An
+//!   id shown at several creation times (an exchange that moved a bill; said in
+//!   [`Accepted::moved`]) is kept until the latest settles; shown again at a later time after
+//!   that, it would count again: bill ids are taken to be unique and creation times fixed.
 //! - A pass that runs out of its per-poll query budget resumes at the next poll, so a burst costs
 //!   several polls, never a tight loop, and never stalls.
 //!
@@ -110,6 +113,10 @@ pub struct Accepted {
     /// The field of each value of the answer's bills that [`KnownValues`] could not keep (too
     /// long, or another value forgotten for it).
     pub unremembered: Vec<&'static str>,
+    /// `cTime` for each bill of the answer whose id was counted before at another creation time
+    /// (an exchange that moved a bill): counted once while its id is kept (see
+    /// [`BillCursor::count_new`]).
+    pub moved: Vec<&'static str>,
 }
 
 /// The persistent part of the cursor, saved in the state file.
@@ -219,13 +226,13 @@ impl BillCursor {
         let learned = learn_bounds(self.bounds, sent, page);
         let newly_proven = learned != self.bounds;
         self.bounds = learned;
-        let new_bills = self.count_new(page);
+        let (new_bills, moved) = self.count_new(page);
         let unremembered = self.state.known.learn(&page.items);
         if page.has_next_page && task.is_one_millisecond() && newly_proven {
             // The bills of a neighbouring millisecond that proved a bound may be what filled
             // the page: ask again, with the bound now sent exactly.
             self.pass_mut().pending.push(task);
-            return Accepted { new_bills, shortfall: None, unmatched, unremembered };
+            return Accepted { new_bills, shortfall: None, unmatched, unremembered, moved };
         }
         let children = if page.has_next_page { self.split(&task, page) } else { Vec::new() };
         let (refused, mut children): (Vec<Task>, Vec<Task>) =
@@ -240,7 +247,7 @@ impl BillCursor {
         pass.pending.extend(children);
         let shortfall = self.close_crowded_when_answered();
         self.finish_pass_if_done();
-        Accepted { new_bills, shortfall, unmatched, unremembered }
+        Accepted { new_bills, shortfall, unmatched, unremembered, moved }
     }
 
     /// Gives up the query [`Self::next_query`] returned last, which the exchange refused as
@@ -289,14 +296,21 @@ impl BillCursor {
         (start, end)
     }
 
-    /// The bills never counted before. An id is kept until the latest creation time shown for
-    /// it settles: one shown again at another time (by an exchange that moved it) is not new.
-    fn count_new(&mut self, page: &BillPage) -> Vec<Bill> {
+    /// The bills never counted before, and `cTime` for each bill counted before at another
+    /// creation time. An id is kept until the latest creation time shown for it settles: one
+    /// shown again at another time (by an exchange that moved it) is not new. Ids are not kept
+    /// for ever, so one shown again at a time after that would count again: bill ids are taken
+    /// to be unique, and creation times fixed.
+    fn count_new(&mut self, page: &BillPage) -> (Vec<Bill>, Vec<&'static str>) {
         let settled = self.state.settled_through;
         let seen = &mut self.state.seen;
+        let mut moved = Vec::new();
         let mut is_new = |bill: &Bill| match seen.entry(bill.id.clone()) {
             Entry::Occupied(mut kept) => {
                 let latest = kept.get_mut();
+                if *latest != bill.ctime_ms {
+                    moved.push("cTime");
+                }
                 *latest = (*latest).max(bill.ctime_ms);
                 false
             }
@@ -305,7 +319,8 @@ impl BillCursor {
                 true
             }
         };
-        page.items.iter().filter(|bill| bill.ctime_ms > settled && is_new(bill)).cloned().collect()
+        let new_bills = page.items.iter().filter(|bill| bill.ctime_ms > settled && is_new(bill)).cloned().collect();
+        (new_bills, moved)
     }
 
     /// The queries that together cover a full one, pushed so that the earliest window is on

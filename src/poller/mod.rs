@@ -432,6 +432,10 @@ impl AccountPoller {
                 &counted.unremembered,
                 "bills were counted, but some of their values were not remembered for splitting crowded milliseconds",
             ),
+            (
+                &counted.moved,
+                "the exchange showed bills counted before at another creation time: each counts once while its id is kept, until its latest time settles, and would count again if shown at a later time after that",
+            ),
         ] {
             if !problems.is_empty() {
                 lock(&self.stats).decode_problems(Endpoint::Bills, problems);

@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 /// What a bill that does not answer its query is reported as.
 const UNMATCHED: &str = "does not match the query it answers; the bill is ignored";
+/// What a bill shown again at another creation time is reported as.
+const MOVED: &str = "a bill id counted before, shown again at another creation time; counted once while its id is kept";
 /// What a value the cursor could not remember is reported as.
 const UNREMEMBERED: &str =
     "counted, but not remembered for splitting crowded milliseconds (too long, or past the number of values kept)";
@@ -32,6 +34,8 @@ pub struct Counted {
     pub unmatched: Vec<DecodeProblem>,
     /// Values of the answer's bills the cursor could not remember.
     pub unremembered: Vec<DecodeProblem>,
+    /// Bills whose id was counted before at another creation time.
+    pub moved: Vec<DecodeProblem>,
     pub shortfall: Option<Shortfall>,
 }
 
@@ -256,9 +260,10 @@ impl PollState {
         };
         let unmatched = problems(&accepted.unmatched, UNMATCHED);
         let unremembered = problems(&accepted.unremembered, UNREMEMBERED);
+        let moved = problems(&accepted.moved, MOVED);
         if accepted.new_bills.is_empty() && accepted.shortfall.is_none() {
             // The counters shared with the snapshot stay as they are.
-            return Counted { unmatched, unremembered, ..Counted::default() };
+            return Counted { unmatched, unremembered, moved, ..Counted::default() };
         }
         let counters = Arc::make_mut(&mut self.counters);
         let miscounted = accepted.new_bills.iter().flat_map(|bill| counters.count(bill)).collect();
@@ -271,7 +276,7 @@ impl PollState {
             counters.note_shortfall(shortfall.loss);
         }
         let new_bill_ids = accepted.new_bills.iter().map(|bill| bill.id.clone()).collect();
-        Counted { new_bill_ids, miscounted, unmatched, unremembered, shortfall: accepted.shortfall }
+        Counted { new_bill_ids, miscounted, unmatched, unremembered, moved, shortfall: accepted.shortfall }
     }
 
     /// Whether the bill scan stopped before its end (it resumes at the next scan).
@@ -429,6 +434,29 @@ mod tests {
         assert_eq!(state.unsettled_from_ms(), None, "the cursor too: counting begins at the next scan");
         let long = "4".repeat(MAX_LABEL_BYTES + 1);
         assert_eq!(state.take_account(2, named(&long), 0, 103_000), None, "an id too long to save is not taken");
+    }
+
+    #[test]
+    fn a_bill_shown_again_at_another_creation_time_is_counted_once_and_reported() {
+        use crate::api::model::Bill;
+        let deposit = |ctime_ms| Bill {
+            id: "7".into(),
+            coin: "USDT".into(),
+            business_type: "deposit".into(),
+            symbol: String::new(),
+            amount: None,
+            balance: None,
+            fill_fee: None,
+            ctime_ms,
+        };
+        let settings = PollSettings { backfill: std::time::Duration::from_secs(60), ..settings() };
+        let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
+        state.start_bill_scan(100_000);
+        let counted =
+            state.take_bills(&BillPage { has_next_page: false, items: vec![deposit(90_000), deposit(95_000)] });
+        assert_eq!(counted.new_bill_ids, ["7"]);
+        let moved = DecodeProblem { record: "bill", field: "cTime".into(), detail: MOVED };
+        assert_eq!(counted.moved, [moved]);
     }
 
     #[test]

@@ -352,6 +352,28 @@ fn a_late_bill_inside_the_overlap_is_counted_once() {
     assert!(cursor.state().seen.is_empty(), "settled ids are forgotten");
 }
 
+/// An exchange that shows one bill id at two creation times: counted once and named while the
+/// id is kept (until the later time settles); shown at a later time once both have settled, it
+/// counts again, as the cursor's contract says (ids are not kept for ever).
+#[test]
+fn a_bill_shown_at_another_creation_time_is_counted_once_and_said_while_its_id_is_kept() {
+    let deposit = |ctime_ms| bill(7, ctime_ms, "deposit", "USDT", "");
+    let mut cursor = BillCursor::new(0, 60_000, PAGE);
+    let mut poll = |now, times: &[i64]| {
+        cursor.start_poll(now);
+        let accepted =
+            cursor.accept(&BillPage { has_next_page: false, items: times.iter().map(|t| deposit(*t)).collect() });
+        assert!(!cursor.pass_in_progress());
+        let kept = cursor.state().seen.get("7").copied();
+        (accepted.new_bills.len(), accepted.moved.len(), kept, cursor.state().settled_through)
+    };
+    assert_eq!(poll(100_000, &[50_000, 60_000]), (1, 1, Some(60_000), 40_000), "counted once, kept to the later time");
+    assert_eq!(poll(115_000, &[50_000]), (0, 1, Some(60_000), 55_000), "the earlier time settled: still kept");
+    assert_eq!(poll(130_000, &[100_000]), (0, 1, Some(100_000), 70_000), "moved later: still kept");
+    assert_eq!(poll(200_000, &[]), (0, 0, None, 140_000), "let go once its latest time settled");
+    assert_eq!(poll(215_000, &[160_000]), (1, 0, Some(160_000), 155_000), "shown at a later time after that: new");
+}
+
 #[test]
 fn a_bill_on_a_sent_bound_proves_the_bound_inclusive() {
     let m = model(vec![at_once(bill(1, 999, "deposit", "USDT", ""))]);
