@@ -148,10 +148,10 @@ pub struct Cli {
     #[arg(long = "demo", conflicts_with = "config_file")]
     pub demo: bool,
     /// Seed of the simulated exchange's activity in --demo mode.
-    #[arg(long = "demo.seed", default_value_t = 1)]
+    #[arg(long = "demo.seed", default_value_t = 1, requires = "demo")]
     pub demo_seed: u64,
     /// Number of simulated accounts in --demo mode.
-    #[arg(long = "demo.accounts", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    #[arg(long = "demo.accounts", default_value_t = 2, requires = "demo", value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub demo_accounts: u16,
 }
 

@@ -48,6 +48,19 @@ fn a_bad_flag_value_says_what_a_good_one_looks_like() {
 }
 
 #[test]
+fn a_demo_setting_without_demo_is_refused_instead_of_ignored() {
+    for flag in ["--demo.accounts", "--demo.seed"] {
+        // With credentials, the exchange would have been polled, the setting silently unused.
+        let mut command = Exporter::command(&[flag, "3", "--config.check"]);
+        command.envs([("CAPI_API_KEY", "k"), ("CAPI_API_SECRET", "s"), ("CAPI_API_PASSPHRASE", "p")]);
+        let (code, stderr) = run_to_exit(command);
+        assert_eq!(code, 2, "{flag}: {stderr}");
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
+        assert!(stderr.contains("required arguments were not provided") && stderr.contains("--demo "), "{stderr}");
+    }
+}
+
+#[test]
 fn a_bad_value_from_the_environment_names_its_variable_and_the_possible_values() {
     let mut command = Exporter::command(&["--demo"]);
     command.env("CAPI_LOG_LEVEL", "trace");
