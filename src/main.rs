@@ -49,15 +49,14 @@ fn exit_on_usage_error(error: clap::Error) -> ! {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
-    let env = |name: &str| std::env::var(name).ok();
-    let config = Config::from_cli(&cli, &env).context("invalid configuration")?;
+    let config = Config::from_environment(&cli).context("invalid configuration")?;
     if cli.config_check {
         for line in capi_exporter::app::check(&config)? {
             println!("capi_exporter: {line}");
         }
         return Ok(());
     }
-    let reread = Box::new(move || Config::from_cli(&cli, &env));
+    let reread = Box::new(move || Config::from_environment(&cli));
     capi_exporter::app::run(config, reread, capi_exporter::app::shutdown_signal()).await?;
     Ok(())
 }

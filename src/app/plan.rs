@@ -8,6 +8,7 @@ use std::time::Duration;
 use tracing::{info, warn};
 
 use super::fleet::Wanted;
+use crate::config::environment::UnknownVariable;
 use crate::config::shard::Shard;
 use crate::config::{AccountConfig, Accounts, Config};
 use crate::poller::{budget, PollSettings};
@@ -40,6 +41,10 @@ pub(super) enum Warning {
     /// A setting given that this configuration does not use.
     #[error("{0} is set but not used: --config.file names each account and its credentials")]
     Unused(String),
+    /// A variable of the exporter's prefix that no setting reads: misspelt, its setting keeps
+    /// its default.
+    #[error("{0}")]
+    UnknownVariable(UnknownVariable),
     /// The exchange's URL is plain HTTP to another machine: the key and passphrase travel in clear.
     #[error("--api.base-url {0} is plain HTTP to another machine: the API keys and passphrases, and every figure, travel unencrypted; use https://")]
     UnencryptedExchange(String),
@@ -51,7 +56,9 @@ impl Plan {
         let listed = configured.len();
         let accounts: Vec<AccountConfig> =
             configured.into_iter().filter(|account| config.shard.owns(&account.name)).collect();
-        let mut warnings: Vec<Warning> = config.unused.iter().cloned().map(Warning::Unused).collect();
+        let unused = config.unused.iter().cloned().map(Warning::Unused);
+        let unknown = config.unknown_variables.iter().cloned().map(Warning::UnknownVariable);
+        let mut warnings: Vec<Warning> = unused.chain(unknown).collect();
         if let Accounts::Exchange { base_url, .. } = &config.accounts {
             if unencrypted_beyond_this_machine(base_url) {
                 warnings.push(Warning::UnencryptedExchange(base_url.clone()));
@@ -152,6 +159,7 @@ impl Warning {
                 warn!(max_age_seconds = max_age.as_secs_f64(), poll_interval_seconds = interval.as_secs_f64(), "{self}")
             }
             Self::Unused(setting) => warn!(setting, "{self}"),
+            Self::UnknownVariable(unknown) => warn!(variable = unknown.name, "{self}"),
             Self::UnencryptedExchange(url) => warn!(url, "{self}"),
         }
     }

@@ -2,6 +2,7 @@
 //! at start into plain typed structs. Credentials come only from the environment or from files,
 //! never from flags, so they never show in `ps` or shell history.
 
+pub mod environment;
 mod file;
 pub mod shard;
 mod usage;
@@ -11,8 +12,11 @@ use crate::duration::parse_prometheus;
 use crate::web::{WebConfig, WebSettings};
 use clap::builder::{PossibleValuesParser, TypedValueParser as _};
 use clap::{Parser, ValueEnum};
+use environment::UnknownVariable;
 pub use file::parse_accounts;
 use shard::Shard;
+use std::cell::RefCell;
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -199,6 +203,8 @@ pub struct Config {
     /// Settings given that this configuration does not use, by name, to be warned of: with
     /// `--config.file`, the single account's name and credentials.
     pub unused: Vec<String>,
+    /// Variables set with the exporter's prefix that nothing reads, to be warned of.
+    pub unknown_variables: Vec<UnknownVariable>,
 }
 
 impl Config {
@@ -216,6 +222,20 @@ impl Config {
         let valid = format!("the configuration is valid: {accounts}, {tls}{auth}");
         let warnings = web.map(WebConfig::warnings).unwrap_or_default().iter().map(|w| format!("warning: {w}"));
         std::iter::once(valid).chain(warnings).collect()
+    }
+
+    /// [`Self::from_cli`] with the process's environment, and the variables of the exporter's
+    /// prefix set in it that nothing read.
+    pub fn from_environment(cli: &Cli) -> Result<Self, ConfigError> {
+        let read = RefCell::new(BTreeSet::new());
+        let env = |name: &str| {
+            read.borrow_mut().insert(name.to_owned());
+            std::env::var(name).ok()
+        };
+        let mut config = Self::from_cli(cli, &env)?;
+        let set = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
+        config.unknown_variables = environment::unknown(set, &read.into_inner());
+        Ok(config)
     }
 
     /// Validates the flags and resolves credentials; every error is one line naming the problem.
@@ -278,6 +298,7 @@ impl Config {
             shard,
             coins,
             unused,
+            unknown_variables: Vec::new(),
         })
     }
 }

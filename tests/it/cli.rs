@@ -196,6 +196,27 @@ fn a_key_or_password_file_named_as_a_config_is_refused_without_quoting_it() {
 }
 
 #[test]
+fn a_misspelt_variable_is_warned_of_with_the_one_it_misspells() {
+    let dir = std::env::temp_dir().join(format!("capi-cli-variables-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let accounts = dir.join("accounts.yml");
+    // The accounts file's credential variables may have the exporter's prefix: they are read.
+    let credentials =
+        "{api_key: {env: CAPI_MAIN_KEY}, secret: {env: CAPI_MAIN_SECRET}, passphrase: {env: CAPI_MAIN_PASS}}";
+    std::fs::write(&accounts, format!("accounts:\n  - name: main\n    credentials: {credentials}\n")).unwrap();
+    let mut command = Exporter::command(&["--config.check", "--config.file", accounts.to_str().unwrap()]);
+    let set = [("CAPI_MAIN_KEY", "k"), ("CAPI_MAIN_SECRET", "s"), ("CAPI_MAIN_PASS", "p"), ("CAPI_STATE_FLIE", "x")];
+    command.envs(set).stdout(Stdio::piped());
+    let output = command.output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(
+        String::from_utf8(output.stdout).unwrap(),
+        "capi_exporter: the configuration is valid: 1 account(s), plain HTTP\n\
+         capi_exporter: warning: CAPI_STATE_FLIE is set, but no setting reads it, so it changes nothing; did you mean CAPI_STATE_FILE?\n"
+    );
+}
+
+#[test]
 fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
     let dir = std::env::temp_dir().join(format!("capi-cli-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
