@@ -12,14 +12,17 @@
 //!   exclusive, a superset if inclusive) until a bill exactly on a sent bound proves that bound
 //!   inclusive; from then on it is sent exactly.
 //! - Bills are counted by id, once: a bill is new if its creation time is after the settled point
-//!   and its id is not among those already seen. A millisecond is settled once a complete pass that
-//!   started at least `overlap` after it has covered it, so a bill that becomes visible up to
-//!   `overlap` late is still found, and the set of seen ids only holds the unsettled window. An
+//!   and its id is not among those already seen. A millisecond is settled once a pass that
+//!   started at least `overlap` after it has covered it (at its end, or as it goes), so a bill
+//!   that becomes visible up to `overlap` late is still found, and the set of seen ids only
+//!   holds the unsettled window. An
 //!   id shown at several creation times (an exchange that moved a bill; said in
 //!   [`Accepted::moved`]) is kept until the latest settles; shown again at a later time after
 //!   that, it would count again: bill ids are taken to be unique and creation times fixed.
 //! - A pass that runs out of its per-poll query budget resumes at the next poll, so a burst costs
-//!   several polls, never a tight loop, and never stalls.
+//!   several polls, never a tight loop, and never stalls. It can settle what it has covered as
+//!   it goes ([`BillCursor::settle_covered`]), so that one that does not keep up keeps the ids
+//!   of the part of its window still to scan, not all of them until it ends.
 //!
 //! Pure logic, no I/O: the poller feeds it answers, the tests feed it a model exchange.
 
@@ -274,6 +277,20 @@ impl BillCursor {
         Some(Accepted { shortfall, ..Accepted::default() })
     }
 
+    /// Settles what the pass in progress has covered, up to `overlap` before its start: its
+    /// queries are stacked earliest first, so every millisecond before the next one's window has
+    /// been answered. The ids of that part are let go, and the settled point moves, while the
+    /// pass goes on: one that takes many polls (an account booking more bills than its queries
+    /// list, which may never end) keeps the ids of what is left of its window, not all of them.
+    pub fn settle_covered(&mut self) {
+        let Some(pass) = &self.pass else { return };
+        let Some(next) = pass.pending.last() else { return };
+        let through = next.start.saturating_sub(1).min(pass.started_at.saturating_sub(self.overlap_ms));
+        if through > self.state.settled_through {
+            self.settle_through(through);
+        }
+    }
+
     /// Whether a pass is waiting for more queries (it resumes at the next poll).
     pub fn pass_in_progress(&self) -> bool {
         self.pass.is_some()
@@ -387,11 +404,18 @@ impl BillCursor {
         if !pass.pending.is_empty() {
             return;
         }
-        let settled = self.state.settled_through.max(pass.started_at.saturating_sub(self.overlap_ms));
+        let through = pass.started_at.saturating_sub(self.overlap_ms);
+        self.pass = None;
+        self.settle_through(through);
+    }
+
+    /// Takes every bill created up to `through` as counted, if that is later than before, and
+    /// lets go of what only the unsettled window needed.
+    fn settle_through(&mut self, through: i64) {
+        let settled = self.state.settled_through.max(through);
         self.state.settled_through = settled;
         self.state.seen.retain(|_, ctime| *ctime > settled);
         self.state.reported.retain(|ms, _| *ms > settled);
-        self.pass = None;
     }
 }
 

@@ -243,6 +243,12 @@ impl PollState {
     pub fn take_bills(&mut self, page: &BillPage) -> Counted {
         let Some(cursor) = &mut self.cursor else { return Counted::default() };
         let accepted = cursor.accept(page);
+        // Not in the first scan of a count: a backfill's bills are history until it ends (the
+        // watched flows show from then on, and the alerts take a cursor still where counting
+        // began for a backfill under way).
+        if self.counters.counting_since_ms.is_some_and(|since| cursor.state().settled_through >= since) {
+            cursor.settle_covered();
+        }
         self.count(accepted)
     }
 
@@ -457,6 +463,37 @@ mod tests {
         assert_eq!(counted.new_bill_ids, ["7"]);
         let moved = DecodeProblem { record: "bill", field: "cTime".into(), detail: MOVED };
         assert_eq!(counted.moved, [moved]);
+    }
+
+    #[test]
+    fn a_scan_settles_as_it_goes_once_the_first_scan_of_the_count_is_done() {
+        use crate::api::model::Bill;
+        let deposit = |i: i64| Bill {
+            id: i.to_string(),
+            coin: "USDT".into(),
+            business_type: "deposit".into(),
+            symbol: String::new(),
+            amount: None,
+            balance: None,
+            fill_fee: None,
+            ctime_ms: 3_950_000 + i,
+        };
+        let full = BillPage { has_next_page: true, items: (0..100).map(deposit).collect() };
+        let rest = |items| BillPage { has_next_page: false, items };
+        let settings = PollSettings { backfill: std::time::Duration::from_secs(3_600), ..settings() };
+        let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
+        state.start_bill_scan(4_000_000);
+        state.take_bills(&full);
+        state.take_bills(&rest(Vec::new()));
+        assert_eq!(state.unsettled_from_ms(), Some(400_000), "a backfill's bills are history until its scan ends");
+        state.take_bills(&rest(full.items.clone()));
+        assert_eq!(state.unsettled_from_ms(), Some(3_940_001));
+
+        state.start_bill_scan(4_015_000);
+        state.take_bills(&full);
+        state.take_bills(&rest(Vec::new()));
+        assert!(state.bill_scan_in_progress());
+        assert_eq!(state.unsettled_from_ms(), Some(3_955_001), "covered, and an overlap old at the scan's start");
     }
 
     #[test]

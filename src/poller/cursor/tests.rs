@@ -60,6 +60,18 @@ struct Run {
 }
 
 fn run(model: &Model, cursor: &mut BillCursor, polls: impl Iterator<Item = i64>, budget: usize) -> Run {
+    run_settling(model, cursor, polls, budget, false)
+}
+
+/// [`run`], settling what a pass covered after each answer if `as_it_goes`, as the poll state
+/// does once a count's first scan is done.
+fn run_settling(
+    model: &Model,
+    cursor: &mut BillCursor,
+    polls: impl Iterator<Item = i64>,
+    budget: usize,
+    as_it_goes: bool,
+) -> Run {
     let mut result = Run { counted: HashMap::new(), queries: 0, shortfalls: Vec::new() };
     for now in polls {
         cursor.start_poll(now);
@@ -67,6 +79,9 @@ fn run(model: &Model, cursor: &mut BillCursor, polls: impl Iterator<Item = i64>,
             let Some(query) = cursor.next_query() else { break };
             result.queries += 1;
             let accepted = cursor.accept(&model.answer(&query, now));
+            if as_it_goes {
+                cursor.settle_covered();
+            }
             result.shortfalls.extend(accepted.shortfall);
             for bill in accepted.new_bills {
                 *result.counted.entry(bill.id).or_default() += 1;
@@ -398,6 +413,38 @@ fn a_pass_cut_by_the_budget_resumes_instead_of_restarting() {
     assert!(rest.counted.keys().all(|id| !first.counted.contains_key(id)));
 }
 
+/// An account booking 100 bills a second, polled every 10 s with 3 queries of 100: its passes
+/// fall ever further behind. Settling only at a pass's end keeps every id of the window (6,470
+/// after 60 polls, settled through 5 s); settling as it goes keeps a page for each window split
+/// above the point reached (1,000), and moves the cursor on (to 65 s), counting each bill once.
+#[test]
+fn a_pass_that_settles_as_it_goes_keeps_the_ids_of_what_is_left_of_its_window() {
+    let bills = (0..60_000).map(|id| at_once(bill(id, 1_000 + id as i64 * 10, "deposit", "USDT", ""))).collect();
+    let m = model(bills);
+    let polls = || (1..=60).map(|i| i * 10_000);
+    let most_kept = |settling: bool| {
+        let mut cursor = BillCursor::new(0, 5_000, PAGE);
+        let (mut most, mut counted) = (0, HashMap::<String, usize>::new());
+        for now in polls() {
+            for (id, times) in run_settling(&m, &mut cursor, [now].into_iter(), 3, settling).counted {
+                *counted.entry(id).or_default() += times;
+            }
+            most = most.max(cursor.state().seen.len());
+        }
+        assert!(counted.values().all(|times| *times == 1), "each bill once");
+        let settled = cursor.state().settled_through;
+        let missed = m.bills.iter().filter(|b| b.bill.ctime_ms <= settled && !counted.contains_key(&b.bill.id));
+        assert_eq!(missed.count(), 0, "every bill up to the settled point counted");
+        (most, settled)
+    };
+    let (kept_at_the_end, settled_at_the_end) = most_kept(false);
+    let (kept_as_it_goes, settled_as_it_goes) = most_kept(true);
+    assert!(kept_at_the_end > 6_000, "{kept_at_the_end}");
+    // A page of ids for each window split above the point reached (measured: 1,000).
+    assert!(kept_as_it_goes <= 1_500, "{kept_as_it_goes}");
+    assert!(settled_as_it_goes > settled_at_the_end + 10_000, "{settled_as_it_goes} against {settled_at_the_end}");
+}
+
 #[test]
 fn saved_state_resumes_without_loss_or_double_counting() {
     let bills: Vec<_> = (0..300).map(|id| at_once(bill(id, id as i64 * 100, "deposit", "USDT", ""))).collect();
@@ -462,13 +509,14 @@ proptest! {
         seed: u64,
         budget in 3usize..40,
         interval in 500i64..4_000,
+        settling: bool,
     ) {
         let overlap = 6_000;
         let m = Model { bills: materialize(&bursts, seed), newest_first, start_inclusive, end_inclusive, shuffle_seed: None };
         let count_from = 1_000;
         let mut cursor = BillCursor::new(count_from, overlap, PAGE);
         let polls = (1..).map(|i| i * interval).take_while(|t| *t < 120_000);
-        let result = run(&m, &mut cursor, polls, budget);
+        let result = run_settling(&m, &mut cursor, polls, budget, settling);
         prop_assert!(result.shortfalls.iter().all(|s| s.loss == Loss::Possible), "{:?}", result.shortfalls);
         for b in &m.bills {
             let times = result.counted.get(&b.bill.id).copied().unwrap_or(0);
@@ -545,12 +593,18 @@ struct CrowdedScan {
 }
 
 impl CrowdedScan {
-    fn run(crowds: &[Crowd], history: usize, order: (bool, bool, bool, Option<u64>), seed: u64) -> Self {
+    fn run(
+        crowds: &[Crowd],
+        history: usize,
+        order: (bool, bool, bool, Option<u64>),
+        seed: u64,
+        settling: bool,
+    ) -> Self {
         let (newest_first, start_inclusive, end_inclusive, shuffle_seed) = order;
         let bills = materialize_crowds(crowds, history, seed);
         let m = Model { bills, newest_first, start_inclusive, end_inclusive, shuffle_seed };
         let mut cursor = BillCursor::new(0, 5_000, PAGE);
-        let result = run(&m, &mut cursor, (1..=80).map(|i| i * 500), 50);
+        let result = run_settling(&m, &mut cursor, (1..=80).map(|i| i * 500), 50, settling);
         assert!(!cursor.pass_in_progress(), "the scan did not finish");
         Self { bills: m.bills.into_iter().map(|b| b.bill).collect(), result }
     }
@@ -583,8 +637,9 @@ proptest! {
         history in 0usize..=200,
         order: (bool, bool, bool, Option<u64>),
         seed: u64,
+        settling: bool,
     ) {
-        let scan = CrowdedScan::run(&crowds, history, order, seed);
+        let scan = CrowdedScan::run(&crowds, history, order, seed, settling);
         let result = &scan.result;
         prop_assert!(result.counted.values().all(|&n| n == 1), "a bill counted twice");
         let missed = scan.missed();
@@ -611,8 +666,9 @@ proptest! {
         crowds in prop::collection::vec(crowd(20..=200, false), 1..3),
         order: (bool, bool, bool, Option<u64>),
         seed: u64,
+        settling: bool,
     ) {
-        let scan = CrowdedScan::run(&crowds, 201, order, seed);
+        let scan = CrowdedScan::run(&crowds, 201, order, seed, settling);
         prop_assume!(!scan.has_a_cell_over_a_page());
         prop_assert!(scan.result.counted.values().all(|&n| n == 1), "a bill counted twice");
         prop_assert_eq!(scan.missed().len(), 0, "bills missed although every value was known");
