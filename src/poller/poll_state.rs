@@ -442,11 +442,10 @@ mod tests {
         assert_eq!(state.take_account(2, named(&long), 0, 103_000), None, "an id too long to save is not taken");
     }
 
-    #[test]
-    fn a_bill_shown_again_at_another_creation_time_is_counted_once_and_reported() {
-        use crate::api::model::Bill;
-        let deposit = |ctime_ms| Bill {
-            id: "7".into(),
+    /// A USDT deposit of no amount.
+    fn deposit(id: i64, ctime_ms: i64) -> crate::api::model::Bill {
+        crate::api::model::Bill {
+            id: id.to_string(),
             coin: "USDT".into(),
             business_type: "deposit".into(),
             symbol: String::new(),
@@ -454,12 +453,16 @@ mod tests {
             balance: None,
             fill_fee: None,
             ctime_ms,
-        };
+        }
+    }
+
+    #[test]
+    fn a_bill_shown_again_at_another_creation_time_is_counted_once_and_reported() {
         let settings = PollSettings { backfill: std::time::Duration::from_secs(60), ..settings() };
         let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
         state.start_bill_scan(100_000);
         let counted =
-            state.take_bills(&BillPage { has_next_page: false, items: vec![deposit(90_000), deposit(95_000)] });
+            state.take_bills(&BillPage { has_next_page: false, items: vec![deposit(7, 90_000), deposit(7, 95_000)] });
         assert_eq!(counted.new_bill_ids, ["7"]);
         let moved = DecodeProblem { record: "bill", field: "cTime".into(), detail: MOVED };
         assert_eq!(counted.moved, [moved]);
@@ -467,18 +470,7 @@ mod tests {
 
     #[test]
     fn a_scan_settles_as_it_goes_once_the_first_scan_of_the_count_is_done() {
-        use crate::api::model::Bill;
-        let deposit = |i: i64| Bill {
-            id: i.to_string(),
-            coin: "USDT".into(),
-            business_type: "deposit".into(),
-            symbol: String::new(),
-            amount: None,
-            balance: None,
-            fill_fee: None,
-            ctime_ms: 3_950_000 + i,
-        };
-        let full = BillPage { has_next_page: true, items: (0..100).map(deposit).collect() };
+        let full = BillPage { has_next_page: true, items: (0..100).map(|i| deposit(i, 3_950_000 + i)).collect() };
         let rest = |items| BillPage { has_next_page: false, items };
         let settings = PollSettings { backfill: std::time::Duration::from_secs(3_600), ..settings() };
         let mut state = PollState::new(Checkpoint::default(), &AccountSnapshot::default(), &settings, &[2]);
