@@ -15,10 +15,10 @@
 //!   and its id is not among those already seen. A millisecond is settled once a pass that
 //!   started at least `overlap` after it has covered it (at its end, or as it goes), so a bill
 //!   that becomes visible up to `overlap` late is still found, and the set of seen ids only
-//!   holds the unsettled window. An
-//!   id shown at several creation times (an exchange that moved a bill; said in
-//!   [`Accepted::moved`]) is kept until the latest settles; shown again at a later time after
-//!   that, it would count again: bill ids are taken to be unique and creation times fixed.
+//!   holds the unsettled window. An id shown at several creation times (an exchange that moved
+//!   a bill; said in [`Accepted::moved`]) is kept until the latest settles; shown again at a
+//!   later time after that, it would count again: bill ids are taken to be unique and creation
+//!   times fixed.
 //! - A pass that runs out of its per-poll query budget resumes at the next poll, so a burst costs
 //!   several polls, never a tight loop, and never stalls. It can settle what it has covered as
 //!   it goes ([`BillCursor::settle_covered`]), so that one that does not keep up keeps the ids
@@ -117,8 +117,7 @@ pub struct Accepted {
     /// long, or another value forgotten for it).
     pub unremembered: Vec<&'static str>,
     /// `cTime` for each bill of the answer whose id was counted before at another creation time
-    /// (an exchange that moved a bill): counted once while its id is kept (see
-    /// [`BillCursor::count_new`]).
+    /// (an exchange that moved a bill): counted once while its id is kept.
     pub moved: Vec<&'static str>,
 }
 
