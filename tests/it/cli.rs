@@ -6,6 +6,7 @@ use crate::common;
 use capi_exporter::config::shard::Shard;
 use capi_sim::SimOptions;
 use common::{wait_exit, Exchange, Exporter};
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 fn run_to_exit(mut command: Command) -> (i32, String) {
@@ -131,8 +132,7 @@ async fn stray_signals_are_ignored() {
 
 #[test]
 fn a_config_error_is_said_once() {
-    let dir = std::env::temp_dir().join(format!("capi-cli-once-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("once");
     let web = dir.join("web.yml");
     std::fs::write(&web, "basic_auth_users:\n  alice: plaintext\n").unwrap();
     let (code, stderr) = run_to_exit(Exporter::command(&["--demo", "--web.config.file", web.to_str().unwrap()]));
@@ -158,8 +158,7 @@ async fn the_demo_needs_nothing_and_serves_live_figures() {
 
 #[test]
 fn a_web_config_with_a_missing_certificate_stops_it_with_one_line() {
-    let dir = std::env::temp_dir().join(format!("capi-cli-web-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("web");
     let web = dir.join("web.yml");
     std::fs::write(&web, "tls_server_config:\n  cert_file: nowhere.crt\n  key_file: nowhere.key\n").unwrap();
     let (code, stderr) = run_to_exit(Exporter::command(&["--demo", "--web.config.file", web.to_str().unwrap()]));
@@ -170,8 +169,7 @@ fn a_web_config_with_a_missing_certificate_stops_it_with_one_line() {
 
 #[test]
 fn a_key_or_password_file_named_as_a_config_is_refused_without_quoting_it() {
-    let dir = std::env::temp_dir().join(format!("capi-cli-mistake-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("mistake");
     let key = dir.join("server.key");
     let certified = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
     std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
@@ -195,22 +193,37 @@ fn a_key_or_password_file_named_as_a_config_is_refused_without_quoting_it() {
     }
 }
 
+/// A folder of this test process's own, named after `tag`.
+fn scratch_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("capi-cli-{tag}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// `--config.check` of the accounts file `accounts`, with the variables `env` and the flags
+/// `extra`: its exit code, standard output and standard error.
+fn config_check(accounts: &Path, env: &[(&str, &str)], extra: &[&str]) -> (Option<i32>, String, String) {
+    let mut command =
+        Exporter::command(&[&["--config.check", "--config.file", accounts.to_str().unwrap()], extra].concat());
+    command.envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let output = command.output().unwrap();
+    let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
+    (output.status.code(), text(output.stdout), text(output.stderr))
+}
+
 #[test]
 fn a_misspelt_variable_is_warned_of_with_the_one_it_misspells() {
-    let dir = std::env::temp_dir().join(format!("capi-cli-variables-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("variables");
     let accounts = dir.join("accounts.yml");
     // The accounts file's credential variables may have the exporter's prefix: they are read.
     let credentials =
         "{api_key: {env: CAPI_MAIN_KEY}, secret: {env: CAPI_MAIN_SECRET}, passphrase: {env: CAPI_MAIN_PASS}}";
     std::fs::write(&accounts, format!("accounts:\n  - name: main\n    credentials: {credentials}\n")).unwrap();
-    let mut command = Exporter::command(&["--config.check", "--config.file", accounts.to_str().unwrap()]);
     let set = [("CAPI_MAIN_KEY", "k"), ("CAPI_MAIN_SECRET", "s"), ("CAPI_MAIN_PASS", "p"), ("CAPI_STATE_FLIE", "x")];
-    command.envs(set).stdout(Stdio::piped());
-    let output = command.output().unwrap();
-    assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
+    let (code, stdout, stderr) = config_check(&accounts, &set, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
     assert_eq!(
-        String::from_utf8(output.stdout).unwrap(),
+        stdout,
         "capi_exporter: the configuration is valid: 1 account(s), plain HTTP\n\
          capi_exporter: warning: CAPI_STATE_FLIE is set, but no setting reads it, so it changes nothing; did you mean CAPI_STATE_FILE?\n"
     );
@@ -218,8 +231,7 @@ fn a_misspelt_variable_is_warned_of_with_the_one_it_misspells() {
 
 #[test]
 fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
-    let dir = std::env::temp_dir().join(format!("capi-cli-check-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("check");
     let accounts = dir.join("accounts.yml");
     let credentials =
         |key: &str| format!("credentials: {{api_key: {{env: {key}}}, secret: {{env: S}}, passphrase: {{env: P}}}}");
@@ -228,14 +240,7 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
         format!("accounts:\n  - name: main\n    {}\n  - name: hedge\n    {}\n", credentials("K"), credentials("K2")),
     )
     .unwrap();
-    let check = |env: &[(&str, &str)], extra: &[&str]| {
-        let mut command =
-            Exporter::command(&[&["--config.check", "--config.file", accounts.to_str().unwrap()], extra].concat());
-        command.envs(env.iter().copied()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let output = command.output().unwrap();
-        let text = |bytes: Vec<u8>| String::from_utf8(bytes).unwrap();
-        (output.status.code(), text(output.stdout), text(output.stderr))
-    };
+    let check = |env: &[(&str, &str)], extra: &[&str]| config_check(&accounts, env, extra);
     let keys = [("K", "key"), ("K2", "key-2"), ("S", "secret"), ("P", "passphrase")];
     let (code, stdout, stderr) = check(&keys, &[]);
     assert_eq!(code, Some(0), "{stderr}");

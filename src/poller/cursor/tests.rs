@@ -788,54 +788,28 @@ mod restarts_while_settling {
         scenario_with(prop::collection::vec(few_values, 1..4), order)
     }
 
-    fn scenario_with(
-        crowds: impl Strategy<Value = Vec<Crowd>>,
-        order: impl Strategy<Value = (bool, bool, bool, Option<u64>)>,
-    ) -> impl Strategy<Value = Scenario> {
-        (
-            prop::collection::vec(burst(), 0..12),
-            crowds,
-            0usize..=45,
-            (0i64..40_000, any::<bool>()),
-            order,
-            any::<u64>(),
-            0i64..6_000,
-            2usize..50,
-            100i64..8_000,
-            0i64..5_000,
-            (prop::collection::vec((0usize..600, any::<bool>()), 0..8), any::<bool>()),
-        )
-            .prop_map(
-                |(
-                    bursts,
-                    crowds,
-                    history,
-                    (crowd_shift, crowd_late),
-                    order,
-                    seed,
-                    overlap,
-                    budget,
-                    interval,
-                    count_from,
-                    (restarts, refuse_new_type),
-                )| {
-                    Scenario {
-                        bursts,
-                        crowds,
-                        history,
-                        crowd_shift,
-                        crowd_late,
-                        order,
-                        seed,
-                        overlap,
-                        budget,
-                        interval,
-                        count_from,
-                        restarts,
-                        refuse_new_type,
-                    }
-                },
-            )
+    prop_compose! {
+        fn scenario_with(
+            crowds: impl Strategy<Value = Vec<Crowd>>,
+            order: impl Strategy<Value = (bool, bool, bool, Option<u64>)>,
+        )(
+            bursts in prop::collection::vec(burst(), 0..12),
+            crowds in crowds,
+            history in 0usize..=45,
+            (crowd_shift, crowd_late) in (0i64..40_000, any::<bool>()),
+            order in order,
+            seed in any::<u64>(),
+            overlap in 0i64..6_000,
+            budget in 2usize..50,
+            interval in 100i64..8_000,
+            count_from in 0i64..5_000,
+            (restarts, refuse_new_type) in (prop::collection::vec((0usize..600, any::<bool>()), 0..8), any::<bool>()),
+        ) -> Scenario {
+            Scenario {
+                bursts, crowds, history, crowd_shift, crowd_late, order, seed, overlap, budget, interval, count_from,
+                restarts, refuse_new_type,
+            }
+        }
     }
 
     /// The scenario's bills, with unique ids, each visible at most `overlap` late.
