@@ -80,7 +80,7 @@ pub async fn run(
     };
     let plan = wiring.plan(&config);
     if let Some(store) = &wiring.store {
-        forget_unpolled(store, &plan.names());
+        forget_unpolled(store, &plan.names()).await;
         if !first_start {
             warn_of_accounts_not_backfilled(config.bills_backfill, store, &plan.names());
         }
@@ -265,8 +265,8 @@ impl Reloader {
         // One removed and added back later counts from its first poll again.
         self.wiring.backfilled.retain(|name| polled.contains(name));
         if let Some(store) = self.wiring.store.clone() {
-            // Once their pollers have ended; off the server's threads, since it writes a file.
-            let _ = tokio::task::spawn_blocking(move || forget_unpolled(&store, &polled)).await;
+            // Once their pollers have ended.
+            forget_unpolled(&store, &polled).await;
         }
         let exposition = self.expositions.borrow().successor(self.fleet.slots(), max_age, config.coins.clone());
         self.expositions.send_replace(Arc::new(exposition));
@@ -397,11 +397,18 @@ fn open_state(path: &std::path::Path) -> Result<(StateStore, bool), StateError> 
 /// count again the bills counted meanwhile under another name or by another replica (a rename
 /// and back, a shard count changed and back); a reload's re-added account would also show
 /// counts that were never saved if saves were failing.
-fn forget_unpolled(store: &StateStore, polled: &[String]) {
+async fn forget_unpolled(store: &StateStore, polled: &[String]) {
     let polled: Vec<&str> = polled.iter().map(String::as_str).collect();
-    match store.forget_others(&polled) {
-        Ok(Some(Forgotten { accounts, kept })) => warn!(accounts = %accounts.join(","), kept = %kept.display(),
-            "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (their entries are kept aside, alone, as a state file: if an account was left out by mistake, stop the exporter and move its entry back, as the README says)"),
+    match store.forget_others(&polled).await {
+        Ok(Some(Forgotten { accounts, kept, not_rewritten })) => {
+            let accounts = accounts.join(",");
+            warn!(accounts, kept = %kept.display(),
+                "the state file holds accounts this exporter does not poll (another shard's, or no longer configured); their saved state is dropped, and one that comes back counts afresh from then (their entries are kept aside, alone, as a state file: if an account was left out by mistake, stop the exporter and move its entry back, as the README says)");
+            if let Some(error) = not_rewritten {
+                error!(accounts, %error,
+                    "the state file could not be written without the accounts dropped; the next save that succeeds drops them, and until then a restart would resume them from their saved cursor and may count again bills counted meanwhile elsewhere");
+            }
+        }
         Ok(None) => {}
         // Polling must not wait for the disk: the entries stay, and are looked at again next time.
         Err(error) => warn!(%error,

@@ -97,10 +97,13 @@ pub enum Opened {
 
 /// Entries dropped for accounts not polled (see [`StateStore::forget_others`]), and where the
 /// file holding them was copied.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct Forgotten {
     pub accounts: Vec<String>,
     pub kept: PathBuf,
+    /// Why the state file could not be written without them, if it could not: the next save
+    /// that succeeds drops them, and until then a restart would resume them from there.
+    pub not_rewritten: Option<StateError>,
 }
 
 /// One account's saved state.
@@ -265,14 +268,16 @@ impl StateStore {
         Ok(Self::new(path, parse(path, bytes)?.accounts))
     }
 
-    /// Drops the entries of accounts not in `kept` (from the next write on), once they are
-    /// written aside, alone, as the state file `<file>.unpolled`: a start with the wrong accounts
-    /// (a wrong flag) must not lose the others' state for good. Alone, so that taking one back
-    /// takes back no other account's older state (whose counters would fall, and count again).
+    /// Drops the entries of accounts not in `kept`, once they are written aside, alone, as the
+    /// state file `<file>.unpolled`: a start with the wrong accounts (a wrong flag) must not lose
+    /// the others' state for good. Alone, so that taking one back takes back no other account's
+    /// older state (whose counters would fall, and count again). Then writes the state file
+    /// without them at once: left in it until some poll saved, they would come back at a restart
+    /// before that, and count again what another replica or name counted meanwhile.
     ///
     /// The copy is written without holding the entries, which every poller's save takes: a slow
     /// file system holds up this call alone. Until it is written, saves keep the entries.
-    pub fn forget_others(&self, kept: &[&str]) -> Result<Option<Forgotten>, StateError> {
+    pub async fn forget_others(&self, kept: &[&str]) -> Result<Option<Forgotten>, StateError> {
         let others: RawEntries = {
             let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
             let others = entries.accounts.iter().filter(|(account, _)| !kept.contains(&account.as_str()));
@@ -281,12 +286,16 @@ impl StateStore {
         if others.is_empty() {
             return Ok(None);
         }
-        let bytes = StateFile::bytes(&others);
+        let (path, bytes) = (self.path.clone(), StateFile::bytes(&others));
         // If this fails, they stay, and are looked at again next start.
-        let aside = keep_aside(&self.path, UNPOLLED, |aside| write_atomically(aside, &bytes))?;
-        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        entries.accounts.retain(|account, _| !others.contains_key(account));
-        Ok(Some(Forgotten { accounts: others.into_keys().collect(), kept: aside }))
+        let keep = move || keep_aside(&path, UNPOLLED, |aside| write_atomically(aside, &bytes));
+        let kept = tokio::task::spawn_blocking(keep).await.map_err(|e| self.write_error(e))??;
+        let dropped = |accounts: &mut RawEntries| {
+            accounts.retain(|account, _| !others.contains_key(account));
+            true
+        };
+        let not_rewritten = self.write_with(dropped).await.err();
+        Ok(Some(Forgotten { accounts: others.into_keys().collect(), kept, not_rewritten }))
     }
 
     /// The names of the accounts that have an entry.
@@ -1005,9 +1014,16 @@ mod tests {
         drop(store);
         let on_disk = std::fs::read_to_string(&path).unwrap();
         let (store, _) = StateStore::open(&path).unwrap();
-        assert_eq!(store.forget_others(&["main", "other"]).unwrap(), None, "nothing to drop, nothing copied");
-        let forgotten = store.forget_others(&["main"]).unwrap().unwrap();
-        assert_eq!(forgotten, Forgotten { accounts: vec!["other".into()], kept: beside(&path, ".unpolled") });
+        assert!(store.forget_others(&["main", "other"]).await.unwrap().is_none(), "nothing to drop, nothing copied");
+        let forgotten = store.forget_others(&["main"]).await.unwrap().unwrap();
+        assert_eq!(
+            (&forgotten.accounts[..], &forgotten.kept),
+            (&["other".to_owned()][..], &beside(&path, ".unpolled"))
+        );
+        assert!(forgotten.not_rewritten.is_none());
+        // Dropped from the file at once: a restart before any poll saved must not resume it.
+        let on_disk_now = StateStore::from_bytes(&path, &std::fs::read(&path).unwrap()).unwrap();
+        assert_eq!(on_disk_now.accounts(), ["main"]);
         // Alone: taking it back takes back no other account's older state.
         let (aside, _) = StateStore::open(&forgotten.kept).unwrap();
         assert_eq!(aside.accounts(), ["other"]);
@@ -1019,6 +1035,26 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600, "balances and sums are for the exporter's user only");
         drop(aside);
         assert!(store.restore("other").unwrap().is_none());
+    }
+
+    /// Copied aside but not written out of the state file (a folder where its temporary file
+    /// would go): said, and the next save that succeeds drops them.
+    #[tokio::test]
+    async fn accounts_dropped_but_not_written_out_are_said_and_go_at_the_next_save() {
+        let path = temp_path("unpolled-not-rewritten");
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(beside(&path, ".unpolled"));
+        let (store, _) = StateStore::open(&path).unwrap();
+        let (cursor, counters) = sample();
+        for account in ["main", "other"] {
+            store.save(account, &cursor, &counters, &Ledger::default()).await.unwrap();
+        }
+        std::fs::create_dir_all(beside(&path, ".tmp")).unwrap();
+        let forgotten = store.forget_others(&["main"]).await.unwrap().unwrap();
+        let error = forgotten.not_rewritten.expect("the state file was not written").to_string();
+        assert!(error.starts_with("cannot write state file"), "{error}");
+        assert!(beside(&path, ".unpolled").exists(), "copied aside all the same");
+        std::fs::remove_dir(beside(&path, ".tmp")).unwrap();
         store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();
         assert!(!std::fs::read_to_string(&path).unwrap().contains("\"other\""));
     }
@@ -1036,7 +1072,7 @@ mod tests {
             store.save(account, &cursor, &counters, &Ledger::default()).await.unwrap();
         }
         std::fs::create_dir_all(beside(&aside, ".tmp")).unwrap();
-        let error = store.forget_others(&["main"]).unwrap_err().to_string();
+        let error = store.forget_others(&["main"]).await.unwrap_err().to_string();
         assert!(error.starts_with("cannot keep the entries of accounts not polled from the state file"), "{error}");
         std::fs::remove_dir(beside(&aside, ".tmp")).unwrap();
         store.save("main", &cursor, &counters, &Ledger::default()).await.unwrap();

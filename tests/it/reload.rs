@@ -211,6 +211,34 @@ async fn an_account_a_reload_removes_leaves_its_state_aside_and_counts_afresh_wh
     assert_eq!(trades(&back, "b"), None, "its trade, counted before it went, is not shown again");
 }
 
+/// The drop is written to the state file at once, not at the next poll's save: here the only
+/// account left never saves (its key is rejected), and the exporter stops. Kept in the file, b
+/// would resume from its old cursor at the next start, over bills another name or replica
+/// counted meanwhile.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_account_a_reload_removes_is_gone_from_the_state_file_before_any_other_save() {
+    let setup = Setup::new("dropped-at-once").await;
+    let state = setup.dir.join("state.json");
+    let flags = ["--state.file", state.to_str().unwrap()];
+    let mut exporter = setup.start(&setup.write_accounts(&[("b", "2")]), &flags);
+    exporter.wait_up().await;
+    setup.add_trade("b");
+    let counted = exporter.wait_for("b's trade counted", |s| trades(s, "b") == Some(1.0)).await;
+    let began = counted.value("capi_bill_counting_start_timestamp_seconds", &[("account", "b")]).unwrap();
+    setup.write_accounts_with_a_wrong_secret();
+    exporter.signal("HUP");
+    exporter.wait_logged("their saved state is dropped", 1);
+    let saved: serde_json::Value = serde_json::from_slice(&std::fs::read(&state).unwrap()).unwrap();
+    assert!(saved["accounts"]["b"].is_null(), "b still in the state file: {saved}");
+    assert!(exporter.terminate().success());
+
+    let exporter = setup.start(&setup.write_accounts(&[("b", "2")]), &flags);
+    let back = exporter.wait_up().await;
+    assert_eq!(trades(&back, "b"), None, "its trade, counted before it went, is not shown again");
+    let begins = back.value("capi_bill_counting_start_timestamp_seconds", &[("account", "b")]).unwrap();
+    assert!(begins > began, "b counts afresh from its start: {begins} against {began}");
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_coin_taken_from_an_account_leaves_no_series() {
     let setup = Setup::new("coin-dropped").await;
