@@ -81,14 +81,15 @@ pub fn fields() -> impl Iterator<Item = &'static str> {
     RUNNING_TOTALS.iter().map(|total| total.field)
 }
 
-/// Answers kept waiting to settle, oldest dropped first: of a coin compared already only the
-/// newest settled one is compared, so a long wait (a deferred bill scan) loses no comparison;
-/// a coin not compared yet then begins with a later answer than its first.
+/// Answers kept waiting to settle. When they are this many, a newer answer is not taken: the
+/// oldest settle first, and one pushed out before it settled, by answers that come as fast,
+/// would leave the comparison waiting for as long as they come. The comparisons of a long wait
+/// (a deferred bill scan) are then of fewer answers, none of them lost.
 const MAX_PENDING: usize = 256;
 
-/// The records the answers kept waiting may hold together (about 350 bytes each). An account
-/// shows a few a coin; an answer of thousands (the decoder takes up to 10,000) then waits alone,
-/// where 256 of them would hold 860 MB.
+/// The records the answers kept waiting may hold together (about 350 bytes each): beyond, a
+/// newer answer is not taken, as beyond [`MAX_PENDING`]. An account shows a few a coin; an answer
+/// of thousands (the decoder takes up to 10,000) waits alone, where 256 of them would hold 860 MB.
 const MAX_PENDING_RECORDS: usize = 4_096;
 
 /// How far a record's `updated_time` may be ahead of the request's time by this machine's idea of
@@ -343,11 +344,10 @@ impl Ledger {
             // more likely a glitch than every record gone, which would lose what they moved since.
             return;
         }
-        let held = |pending: &[Observation]| pending.iter().map(|o| o.records.len()).sum::<usize>();
-        while !self.pending.is_empty()
-            && (self.pending.len() == MAX_PENDING || held(&self.pending) + records.len() > MAX_PENDING_RECORDS)
+        let held: usize = self.pending.iter().map(|o| o.records.len()).sum();
+        if !self.pending.is_empty() && (self.pending.len() == MAX_PENDING || held + records.len() > MAX_PENDING_RECORDS)
         {
-            self.pending.remove(0);
+            return;
         }
         let at_ms = asked_at_ms.saturating_sub(1).max(updated_ms.unwrap_or(i64::MIN));
         self.pending.push(Observation { coin_id, at_ms, updated_ms, records });
@@ -380,36 +380,19 @@ impl Ledger {
         }
     }
 
-    /// Compares the newest answer of each coin dated at or before `settled_through_ms`, up to
-    /// which every bill is final; a coin not compared yet begins with the oldest of them, so
-    /// that the bills between the two are checked too. Returns the differences that changed.
+    /// Compares each answer dated at or before `settled_through_ms`, up to which every bill is
+    /// final, oldest first: a record shown only by one of them (a position closed since) enters
+    /// the comparison with its last movements. Returns the differences that changed.
     pub fn settle(&mut self, settled_through_ms: i64) -> Vec<Changed> {
         let before = self.differences();
         let (mut settled, waiting): (Vec<_>, Vec<_>) =
             std::mem::take(&mut self.pending).into_iter().partition(|o| o.at_ms <= settled_through_ms);
         self.pending = waiting;
         settled.sort_by_key(|o| o.at_ms);
-        let mut oldest_and_newest: BTreeMap<u64, (Observation, Option<Observation>)> = BTreeMap::new();
+        let mut compared_at: BTreeMap<u64, i64> = BTreeMap::new();
         for observation in settled {
-            match oldest_and_newest.get_mut(&observation.coin_id) {
-                Some((_, newest)) => *newest = Some(observation),
-                None => _ = oldest_and_newest.insert(observation.coin_id, (observation, None)),
-            }
-        }
-        let compared_at: BTreeMap<u64, i64> = oldest_and_newest
-            .iter()
-            .map(|(coin_id, (oldest, newest))| (*coin_id, newest.as_ref().unwrap_or(oldest).at_ms))
-            .collect();
-        for (coin_id, (oldest, newest)) in oldest_and_newest {
-            let begun = self.coins.iter().any(|c| c.coin_id == coin_id);
-            match newest {
-                Some(newest) if begun => self.compare(newest),
-                Some(newest) => {
-                    self.begin(oldest);
-                    self.compare(newest);
-                }
-                None => self.compare(oldest),
-            }
+            compared_at.insert(observation.coin_id, observation.at_ms);
+            self.compare(observation);
         }
         self.fold_settled_bills(settled_through_ms);
         let after = self.differences();

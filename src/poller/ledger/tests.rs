@@ -138,7 +138,44 @@ fn answers_of_many_records_wait_within_a_bound_of_records() {
     ledger.observe(USDT, &many(), 2_000);
     ledger.observe(USDT, &answer(vec![record(0, &[])]), 3_000);
     let waiting: Vec<(i64, usize)> = ledger.pending.iter().map(|o| (o.at_ms, o.records.len())).collect();
-    assert_eq!(waiting, [(1_999, 3_000), (2_999, 1)], "the oldest answer goes first");
+    assert_eq!(waiting, [(999, 3_000), (2_999, 1)], "a newer answer that does not fit is not taken");
+}
+
+/// Answers of 1,001 records every 15 s, with the bill cursor settled 75 s behind: were older
+/// answers pushed out by newer ones, none would ever settle, and a missing deposit never show.
+#[test]
+fn answers_too_large_to_wait_together_are_still_compared() {
+    let mut ledger = Ledger::default();
+    let many = |deposit: &str| {
+        let positions = (1..=1_000).map(|id| position(id, 0, "1"));
+        answer(positions.chain([record(0, &[("cum_deposit_amount", dec(deposit))])]).collect())
+    };
+    for poll in 1..=40 {
+        let asked_ms = poll * 15_000;
+        // A deposit booked at 300,000 that the bill query never lists.
+        ledger.observe(USDT, &many(if asked_ms > 300_000 { "5" } else { "0" }), asked_ms);
+        ledger.settle(asked_ms - 75_000);
+        if poll == 20 {
+            assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(Decimal::ZERO), "compared");
+        }
+    }
+    assert_eq!(difference(&ledger, "cum_deposit_amount"), Some(dec("5")), "the missing deposit shows");
+}
+
+/// Two answers settle together (the cursor held back): the older one shows a position with its
+/// opening, the newer one no longer shows it (closed). Its record enters the comparison from the
+/// older one, so its counted opening is matched.
+#[test]
+fn a_record_shown_only_by_an_answer_that_settles_with_a_newer_one_is_compared() {
+    let mut ledger = Ledger::default();
+    let shared = record(100, &[("cum_deposit_amount", dec("0"))]);
+    ledger.observe(USDT, &answer(vec![shared.clone()]), 1_000);
+    ledger.settle(1_000);
+    ledger.count(&bill(2_000, "position_open_long", dec("-10"), Decimal::ZERO), USDT);
+    ledger.observe(USDT, &answer(vec![shared.clone(), position(1, 2_000, "10")]), 3_000);
+    ledger.observe(USDT, &answer(vec![shared]), 5_000);
+    ledger.settle(10_000);
+    assert_eq!(difference(&ledger, "cum_position_open_long_amount"), Some(Decimal::ZERO));
 }
 
 #[test]
