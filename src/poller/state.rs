@@ -1001,9 +1001,10 @@ mod tests {
         assert!(!beside(&path, ".corrupt").exists());
     }
 
-    #[tokio::test]
-    async fn accounts_not_polled_are_dropped_once_the_file_is_copied_aside() {
-        let path = temp_path("unpolled");
+    /// A fresh state file named after `name`, without a copy aside, in which accounts "main" and
+    /// "other" are saved, and its store.
+    async fn main_and_other_saved(name: &str) -> (PathBuf, StateStore) {
+        let path = temp_path(name);
         let _ = std::fs::remove_file(&path);
         let _ = std::fs::remove_file(beside(&path, ".unpolled"));
         let (store, _) = StateStore::open(&path).unwrap();
@@ -1011,6 +1012,12 @@ mod tests {
         for account in ["main", "other"] {
             store.save(account, &cursor, &counters, &Ledger::default()).await.unwrap();
         }
+        (path, store)
+    }
+
+    #[tokio::test]
+    async fn accounts_not_polled_are_dropped_once_the_file_is_copied_aside() {
+        let (path, store) = main_and_other_saved("unpolled").await;
         drop(store);
         let on_disk = std::fs::read_to_string(&path).unwrap();
         let (store, _) = StateStore::open(&path).unwrap();
@@ -1041,14 +1048,8 @@ mod tests {
     /// would go): said, and the next save that succeeds drops them.
     #[tokio::test]
     async fn accounts_dropped_but_not_written_out_are_said_and_go_at_the_next_save() {
-        let path = temp_path("unpolled-not-rewritten");
-        let _ = std::fs::remove_file(&path);
-        let _ = std::fs::remove_file(beside(&path, ".unpolled"));
-        let (store, _) = StateStore::open(&path).unwrap();
+        let (path, store) = main_and_other_saved("unpolled-not-rewritten").await;
         let (cursor, counters) = sample();
-        for account in ["main", "other"] {
-            store.save(account, &cursor, &counters, &Ledger::default()).await.unwrap();
-        }
         std::fs::create_dir_all(beside(&path, ".tmp")).unwrap();
         let forgotten = store.forget_others(&["main"]).await.unwrap().unwrap();
         let error = forgotten.not_rewritten.expect("the state file was not written").to_string();
@@ -1062,15 +1063,9 @@ mod tests {
     /// A folder where the temporary copy would go makes the copy fail, as a full disk would.
     #[tokio::test]
     async fn accounts_not_polled_stay_when_their_copy_cannot_be_written_and_no_temporary_file_is_left() {
-        let path = temp_path("unpolled-unwritable");
+        let (path, store) = main_and_other_saved("unpolled-unwritable").await;
         let aside = beside(&path, ".unpolled");
-        let _ = std::fs::remove_file(&path);
-        let _ = std::fs::remove_file(&aside);
-        let (store, _) = StateStore::open(&path).unwrap();
         let (cursor, counters) = sample();
-        for account in ["main", "other"] {
-            store.save(account, &cursor, &counters, &Ledger::default()).await.unwrap();
-        }
         std::fs::create_dir_all(beside(&aside, ".tmp")).unwrap();
         let error = store.forget_others(&["main"]).await.unwrap_err().to_string();
         assert!(error.starts_with("cannot keep the entries of accounts not polled from the state file"), "{error}");
