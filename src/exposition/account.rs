@@ -90,6 +90,17 @@ impl<'a> View<'a> {
         self.snapshot.fresh_coins(self.oldest_ms)
     }
 
+    /// The records of every fresh answer, a coin's taken from its own answer alone while that is
+    /// fresh: another coin's answer may be older, and still list a position closed since.
+    fn records<R>(&self, list: fn(&'a AccountInfo) -> &'a Vec<R>, coin_of: fn(&R) -> Option<u64>) -> Vec<&'a R> {
+        let fresh: BTreeSet<u64> = self.coins().map(|(coin, _)| coin).collect();
+        let from_its_answer =
+            |answer: u64, record: &R| coin_of(record).is_none_or(|own| own == answer || !fresh.contains(&own));
+        self.coins()
+            .flat_map(|(answer, info)| list(info).iter().filter(move |record| from_its_answer(answer, record)))
+            .collect()
+    }
+
     /// Writes every family of the account but the data age, which changes with the clock.
     pub(super) fn write(&self, lines: &mut Lines) {
         lines.family(&UP, [(&self.account, f64::from(u8::from(self.snapshot.up)))]);
@@ -169,13 +180,11 @@ impl<'a> View<'a> {
         lines.family(&CONTRACT_MODE, modes);
     }
 
-    /// Of records under the same labels, the one from its coin's own answer is shown, and of
-    /// those a liquidating one: another coin's answer may be older, and a liquidation must show.
+    /// Of records under the same labels, a liquidating one is shown: a liquidation must show.
     fn write_collateral(&self, lines: &mut Lines) {
-        let mut records: Vec<(u64, &Collateral)> =
-            self.coins().flat_map(|(coin, info)| info.collateral.iter().map(move |c| (coin, c))).collect();
-        records.sort_by_key(|(coin, c)| (c.coin_number() != Some(*coin), c.is_liquidating != Some(true)));
-        let rows = records.into_iter().map(|(_, c)| {
+        let mut records = self.records(|info| &info.collateral, Collateral::coin_number);
+        records.sort_by_key(|c| c.is_liquidating != Some(true));
+        let rows = records.into_iter().map(|c| {
             let [coin_id, margin_mode, cross_contract_id, isolated_position_id] = c.identity();
             let labels = [
                 ("coin", self.coin_name(coin_id)),
@@ -190,12 +199,9 @@ impl<'a> View<'a> {
         write_record_fields(lines, COLLATERAL_GAUGES, &rows.iter().map(|(l, c)| (l, *c)).collect::<Vec<_>>());
     }
 
-    /// Of positions under the same labels, the one from its coin's own answer is shown.
     fn write_positions(&self, lines: &mut Lines) {
-        let mut positions: Vec<(u64, &Position)> =
-            self.coins().flat_map(|(coin, info)| info.positions.iter().map(move |p| (coin, p))).collect();
-        positions.sort_by_key(|(coin, p)| p.coin_number() != Some(*coin));
-        let rows = positions.into_iter().map(|(_, p)| {
+        let positions = self.records(|info| &info.positions, Position::coin_number);
+        let rows = positions.into_iter().map(|p| {
             let [coin_id, contract_id, side, margin_mode, position_id] = p.identity();
             let labels = [
                 ("coin", self.coin_name(coin_id)),
@@ -522,7 +528,7 @@ mod tests {
     }
 
     #[test]
-    fn a_record_shows_its_own_coins_answer_and_of_two_alike_the_liquidating_one() {
+    fn a_record_shows_its_own_coins_answer_alone_while_fresh_and_of_two_alike_the_liquidating_one() {
         let usdt = |amount: i64, liquidating: bool| Collateral {
             coin_id: Some("2".into()),
             margin_mode: Some("ISOLATED".into()),
@@ -537,17 +543,18 @@ mod tests {
             size: Some(size.into()),
             ..Position::default()
         };
-        let page = |btc: AccountInfo, own: AccountInfo| {
+        let page_at = |btc: AccountInfo, own: AccountInfo, own_age_ms: i64| {
             let now = steady_now_ms();
             let snapshot = AccountSnapshot {
                 coins: [(1, Arc::new(btc)), (2, Arc::new(own))].into(),
-                fetched_at_ms: [(1, now), (2, now)].into(),
+                fetched_at_ms: [(1, now), (2, now - own_age_ms)].into(),
                 ..AccountSnapshot::default()
             };
             let mut lines = Lines::default();
             View::new("main", &snapshot, now - 60_000, &Coins::default()).write(&mut lines);
             String::from_utf8(lines.finish().0.to_vec()).unwrap()
         };
+        let page = |btc, own| page_at(btc, own, 0);
         let labels = r#"{account="main",coin="USDT",coin_id="2",margin_mode="ISOLATED",cross_contract_id="",isolated_position_id="10000001"}"#;
         // Coin 1's answer also lists the USDT record and position, as they were a while ago.
         let btc =
@@ -555,7 +562,15 @@ mod tests {
         let own = AccountInfo { collateral: vec![usdt(12, false)], positions: vec![position(1)], ..Default::default() };
         let text = page(btc.clone(), own);
         assert!(text.contains(&format!("capi_collateral_amount{labels} 12\n")), "{text}");
-        assert!(text.contains(r#"capi_position_size{account="main",coin="USDT",coin_id="2",contract_id="",side="",margin_mode="",position_id="7"} 1"#), "{text}");
+        let size = r#"capi_position_size{account="main",coin="USDT",coin_id="2",contract_id="",side="",margin_mode="",position_id="7"}"#;
+        assert!(text.contains(&format!("{size} 1\n")), "{text}");
+        // Closed since coin 1's answer: gone with USDT's own answer, shown again once that is withdrawn.
+        let closed = AccountInfo { collateral: vec![usdt(12, false)], ..Default::default() };
+        let text = page(btc.clone(), closed.clone());
+        assert!(!text.contains("capi_position_size{"), "{text}");
+        let text = page_at(btc.clone(), closed, 61_000);
+        assert!(text.contains(&format!("{size} 5\n")), "{text}");
+        assert!(text.contains(&format!("capi_collateral_amount{labels} 777\n")), "{text}");
         // USDT's own answer lists two records under the same labels, the second liquidating.
         let own = AccountInfo { collateral: vec![usdt(100, false), usdt(250, true)], ..Default::default() };
         let text = page(btc, own);
