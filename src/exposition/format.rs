@@ -199,10 +199,10 @@ pub struct Pairs<'a> {
 }
 
 /// Label values longer than this (free text from the exchange, such as `extra_data_json`) are
-/// cut to their first 200 bytes, then `…` and a hash of the whole value, so that two long values
-/// stay two series and a page stays bounded.
-pub const MAX_LABEL_VALUE_BYTES: usize = 256;
-const KEPT_BYTES: usize = 200;
+/// cut to as many of their first bytes, then `…` and a hash of the whole value, so that two long
+/// values stay two series and a page stays bounded. A value cut is longer than this, so it never
+/// reads as another value left whole (an exchange could send one): two never share a series.
+pub const MAX_LABEL_VALUE_BYTES: usize = 200;
 
 fn bounded(value: &str) -> Cow<'_, str> {
     if value.len() <= MAX_LABEL_VALUE_BYTES {
@@ -210,7 +210,7 @@ fn bounded(value: &str) -> Cow<'_, str> {
     }
     // SHA-256, not std's hasher, whose output may change with the Rust release: the series would.
     let hash: String = Sha256::digest(value.as_bytes())[..8].iter().map(|byte| format!("{byte:02x}")).collect();
-    Cow::Owned(format!("{}…{hash}", &value[..value.floor_char_boundary(KEPT_BYTES)]))
+    Cow::Owned(format!("{}…{hash}", &value[..value.floor_char_boundary(MAX_LABEL_VALUE_BYTES)]))
 }
 
 impl Pairs<'_> {
@@ -566,7 +566,12 @@ mod tests {
         let (a_line, b_line) = (write(&a), write(&b));
         assert_ne!(a_line, b_line);
         let value = a_line.trim_start_matches("capi_x{v=\"").split('"').next().unwrap().to_string();
-        assert!(value.len() <= MAX_LABEL_VALUE_BYTES && value.starts_with(&"é".repeat(100)), "{value}");
+        assert!(
+            value.len() <= MAX_LABEL_VALUE_BYTES + "…".len() + 16 && value.starts_with(&"é".repeat(100)),
+            "{value}"
+        );
+        // A value sent as it reads once cut is not that series either.
+        assert_ne!(write(&value), a_line);
         assert_eq!(write("short"), "capi_x{v=\"short\"} 1\n");
     }
 }
