@@ -57,22 +57,28 @@ pub fn read_config_text(path: &Path) -> Result<String, FileError> {
 /// credential) would go whole into the error, the log and a reload's answer. The kind of the
 /// value and everything else stay, so the message still says what is wrong and where.
 pub fn without_quoted_value(error: impl std::fmt::Display) -> String {
-    without_quoted(error.to_string(), &["invalid type:", "invalid value:", "unknown variant"])
+    without_quoted(error.to_string(), &QUOTED_VALUES)
 }
 
-/// [`without_quoted_value`], and without the name of a key that is no field, for files that
-/// name credentials: `secret: {<the secret>}` is a map with one unknown key. The line and
-/// column still say where it is.
+/// [`without_quoted_value`], and without the name of a key that is no field or is repeated, for
+/// files that name credentials: `secret: {<the secret>}` is a map with one unknown key. The line
+/// and column still say where it is.
 pub fn without_quoted_value_or_key(error: impl std::fmt::Display) -> String {
-    without_quoted(error.to_string(), &["invalid type:", "invalid value:", "unknown variant", "unknown field"])
+    without_quoted(error.to_string(), &[QUOTED_VALUES.as_slice(), &QUOTED_KEYS].concat())
 }
 
-fn without_quoted(message: String, markers: &[&str]) -> String {
-    for marker in markers {
+/// What serde writes before a value it quotes, and what it may write after the value (the last
+/// one found: the value may itself hold it); without either, the value runs to the end.
+type Quoting = (&'static str, &'static [&'static str]);
+const QUOTED_VALUES: [Quoting; 3] =
+    [("invalid type:", &[", expected "]), ("invalid value:", &[", expected "]), ("unknown variant", &[", expected "])];
+const QUOTED_KEYS: [Quoting; 2] =
+    [("unknown field", &[", expected ", ", there are no fields"]), ("duplicate entry with key", &[" at line "])];
+
+fn without_quoted(message: String, quotings: &[Quoting]) -> String {
+    for (marker, ends) in quotings {
         let Some(start) = message.find(marker).map(|index| index + marker.len()) else { continue };
-        // The last one: the quoted value may itself hold ", expected ".
-        let end = message.rfind(", expected ").or_else(|| message.rfind(", there are no fields"));
-        let Some(end) = end.filter(|&end| end >= start) else { continue };
+        let end = ends.iter().find_map(|end| message.rfind(end)).filter(|&end| end >= start).unwrap_or(message.len());
         let kind = message[start..end].split(['"', '`', '\'']).next().unwrap_or_default().trim_end();
         return format!("{}{kind}{}", &message[..start], &message[end..]);
     }
@@ -124,6 +130,10 @@ mod tests {
         struct Empty {}
         let error = serde_yaml_ng::from_str::<Empty>("{SecretPastedHere: 1}").unwrap_err();
         assert!(!without_quoted_value_or_key(&error).contains("Secret"), "{error}");
+        let error = serde_yaml_ng::from_str::<serde_yaml_ng::Value>("env:\n  SecretPastedHere:\n  SecretPastedHere:\n")
+            .unwrap_err();
+        assert!(error.to_string().contains("SecretPastedHere"), "serde quotes the key: {error}");
+        assert_eq!(without_quoted_value_or_key(error), "env: duplicate entry with key at line 2 column 3");
         let syntax = "did not find expected key at line 2 column 1";
         assert_eq!(without_quoted_value(syntax), syntax);
     }

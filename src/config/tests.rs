@@ -269,6 +269,11 @@ fn a_credential_written_into_the_file_is_refused_without_being_quoted() {
         let bare = value.trim_matches(|c| c == '\'' || c == '[' || c == ']');
         assert!(!error.contains(bare), "{error}");
     }
+    // Pasted as a key, twice.
+    let yaml = "accounts:\n  - name: a\n    credentials:\n      api_key: {env: K}\n      secret:\n        dup-secret:\n        dup-secret:\n      passphrase: {env: P}\n";
+    let error = parse_accounts(std::path::Path::new("a.yml"), yaml, &[2], &env_of(&[])).unwrap_err().to_string();
+    assert!(error.contains("duplicate entry with key at line 6"), "{error}");
+    assert!(!error.contains("dup-secret"), "{error}");
 }
 
 #[test]
