@@ -456,19 +456,23 @@ pub(crate) fn read_secret_file(path: &std::path::Path, what: &str) -> Result<Sec
 
 /// A scheme and a host (and port), nothing more: the API's paths are signed as written, so a
 /// path, query, fragment or user here would make every request fail its signature, misleadingly.
+/// A port beyond 65535 is refused: the URI parser would drop it, and requests go to the scheme's.
 fn validate_base_url(url: &str) -> Result<String, ConfigError> {
     let trimmed = url.trim_end_matches('/');
     let valid = !trimmed.contains('#')
         && trimmed.parse::<http::Uri>().is_ok_and(|u| {
             matches!(u.scheme_str(), Some("http" | "https"))
-                && u.authority().is_some_and(|a| !a.host().is_empty() && !a.as_str().contains('@'))
+                && u.authority().is_some_and(|a| {
+                    let port = a.as_str().strip_prefix(a.host());
+                    !a.host().is_empty() && port.is_some_and(|port| port.is_empty() || a.port_u16().is_some())
+                })
                 && matches!(u.path(), "" | "/")
                 && u.query().is_none()
         });
     if !valid {
         // Not quoted: a user part may hold a password.
         return Err(ConfigError::Invalid(
-            "--api.base-url is not an http(s) URL of a host alone (no path, query, fragment or user), e.g. https://api-contract.weex.com".into(),
+            "--api.base-url is not an http(s) URL of a host alone (a port up to 65535, no path, query, fragment or user), e.g. https://api-contract.weex.com".into(),
         ));
     }
     Ok(trimmed.to_string())

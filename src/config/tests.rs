@@ -106,12 +106,13 @@ fn demo_needs_no_credentials() {
 fn bad_values_give_one_line_naming_the_flag() {
     let error = Config::from_cli(&cli(&["--web.listen-address", "nonsense"]), &env_of(&KEYS)).unwrap_err();
     assert!(error.to_string().contains("--web.listen-address"), "{error}");
-    for url in ["ftp://x", "https://x/prefix", "https://x?a=1", "https://u:p@x", "https://x#f", "https://"] {
+    let bad = ["ftp://x", "https://x/prefix", "https://x?a=1", "https://u:p@x", "https://x#f", "https://"];
+    for url in bad.into_iter().chain(["http://127.0.0.1:85069", "https://x:", "https://[::1]:99999"]) {
         let error = Config::from_cli(&cli(&["--api.base-url", url]), &env_of(&KEYS)).unwrap_err();
         assert!(error.to_string().contains("--api.base-url"), "{url}: {error}");
         assert!(!error.to_string().contains("u:p@"), "{error}");
     }
-    for url in ["https://x", "https://x/", "http://127.0.0.1:8080"] {
+    for url in ["https://x", "https://x/", "http://127.0.0.1:8080", "https://[::1]:65535"] {
         assert!(Config::from_cli(&cli(&["--api.base-url", url]), &env_of(&KEYS)).is_ok(), "{url}");
     }
     let error = Config::from_cli(&cli(&["--api.account-name", "a b"]), &env_of(&KEYS)).unwrap_err();
