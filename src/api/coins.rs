@@ -27,6 +27,13 @@ impl Coins {
         self
     }
 
+    /// The documented coins the configuration renamed: (id, documented name, name given).
+    pub fn renamed_documented(&self) -> impl Iterator<Item = (u64, &'static str, &str)> {
+        DOCUMENTED.iter().filter_map(|(id, documented)| {
+            self.name(*id).filter(|name| name != documented).map(|name| (*id, *documented, name))
+        })
+    }
+
     /// The name of the coin of this id, if known.
     pub fn name(&self, id: u64) -> Option<&str> {
         self.names.get(&id).map(String::as_str)

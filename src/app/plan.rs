@@ -35,6 +35,10 @@ pub(super) enum Warning {
     /// Coin ids without a name: their series carry `coin=""` and do not join with their bills.
     #[error("coin ids {} have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)", joined(.0))]
     UnnamedCoins(Vec<u64>),
+    /// A documented coin given another name: its series and its bills no longer join, unless the
+    /// exchange's bills use that name.
+    #[error("coin id {id} is documented as {documented} but named {name} here (--api.coin-names or coin_names): its series say coin=\"{name}\", and its bills join them, and enter the ledger check, only if they name it {name}; remove the name unless they do")]
+    RenamedCoin { id: u64, documented: &'static str, name: String },
     /// `--data.max-age` withdraws every account's figures between two polls.
     #[error("--data.max-age {} is not longer than the poll interval {}: every account's figures will be withdrawn between polls; give it two intervals or more", seconds(*max_age), seconds(*interval))]
     ShortMaxAge { max_age: Duration, interval: Duration },
@@ -91,6 +95,12 @@ impl Plan {
         if !unnamed.is_empty() {
             warnings.push(Warning::UnnamedCoins(unnamed.into_iter().collect()));
         }
+        let renamed = config.coins.renamed_documented();
+        warnings.extend(renamed.map(|(id, documented, name)| Warning::RenamedCoin {
+            id,
+            documented,
+            name: name.into(),
+        }));
         // Figures older than this are withdrawn: `--data.max-age`, or five poll intervals (at
         // least a minute).
         let max_age = config.data_max_age.unwrap_or_else(|| (pace.interval * 5).max(Duration::from_secs(60)));
@@ -155,6 +165,7 @@ impl Warning {
                 "{self}"
             ),
             Self::UnnamedCoins(ids) => warn!(coin_ids = %joined(ids), "{self}"),
+            Self::RenamedCoin { id, name, .. } => warn!(coin_id = id, coin = name, "{self}"),
             Self::ShortMaxAge { max_age, interval } => {
                 warn!(max_age_seconds = max_age.as_secs_f64(), poll_interval_seconds = interval.as_secs_f64(), "{self}")
             }

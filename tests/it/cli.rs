@@ -294,6 +294,13 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
          capi_exporter: warning: coin ids 7 have no name, so their series carry coin=\"\" and do not join with their bills; name them with --api.coin-names ID=NAME (or coin_names in the accounts file)\n\
          capi_exporter: warning: --data.max-age 5s is not longer than the poll interval 11s: every account's figures will be withdrawn between polls; give it two intervals or more\n"
     );
+    // The documented coin renamed.
+    let (code, stdout, stderr) = check(&keys, &["--api.coin-names", "2=BTC"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(
+        stdout.lines().nth(1),
+        Some("capi_exporter: warning: coin id 2 is documented as USDT but named BTC here (--api.coin-names or coin_names): its series say coin=\"BTC\", and its bills join them, and enter the ledger check, only if they name it BTC; remove the name unless they do")
+    );
     // The exchange over plain HTTP: said, unless it is this machine (a local proxy).
     let (code, stdout, stderr) = check(&keys, &["--api.base-url", "http://api-contract.weex.com"]);
     assert_eq!(code, Some(0), "{stderr}");
