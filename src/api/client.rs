@@ -414,12 +414,13 @@ fn date_ms(headers: &HeaderMap) -> Option<i64> {
 /// than the wait.
 fn retry_after(headers: &HeaderMap) -> Option<Duration> {
     let text = headers.get(RETRY_AFTER)?.to_str().ok()?.trim();
-    let wait = match text.parse::<u64>() {
-        Ok(seconds) => Duration::from_secs(seconds),
-        Err(_) => {
-            let now = date(headers).unwrap_or_else(SystemTime::now);
-            httpdate::parse_http_date(text).ok()?.duration_since(now).unwrap_or_default()
-        }
+    let seconds = !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+    let wait = if seconds {
+        // Digits beyond u64 are still a wait in seconds, a long one.
+        Duration::from_secs(text.parse().unwrap_or(u64::MAX))
+    } else {
+        let now = date(headers).unwrap_or_else(SystemTime::now);
+        httpdate::parse_http_date(text).ok()?.duration_since(now).unwrap_or_default()
     };
     Some(wait.min(MAX_RETRY_AFTER))
 }
@@ -545,6 +546,7 @@ mod tests {
         let headers = |value: &str| HeaderMap::from_iter([(RETRY_AFTER, HeaderValue::from_str(value).unwrap())]);
         assert_eq!(retry_after(&headers("42")), Some(Duration::from_secs(42)));
         assert_eq!(retry_after(&headers("18446744073709551615")), Some(MAX_RETRY_AFTER));
+        assert_eq!(retry_after(&headers("99999999999999999999")), Some(MAX_RETRY_AFTER));
         assert_eq!(retry_after(&headers("Sun, 06 Nov 1994 08:49:37 GMT")), Some(Duration::ZERO));
         let in_two_minutes = httpdate::fmt_http_date(SystemTime::now() + Duration::from_secs(121));
         let wait = retry_after(&headers(&in_two_minutes)).unwrap();
