@@ -66,11 +66,21 @@ pub fn decode_bill_page(body: &JsonObject<'_>, problems: &mut Vec<DecodeProblem>
     if items.len() > MAX_PAGE as usize {
         return Err("bill answer has more items than the 100 asked for");
     }
-    if has_next_page.is_none() {
-        reader.problem("hasNextPage", "missing; assumed true so the window is split");
+    // More bills than it lists, yet none listed: taken at its word, the cursor would split the
+    // window down to single milliseconds and report them crowded, asking again and again.
+    if has_next_page == Some(true) && items.is_empty() {
+        return Err("bill answer says more bills follow, yet lists none");
     }
+    let has_next_page = has_next_page.unwrap_or_else(|| {
+        let (assumed, detail) = match items.is_empty() {
+            true => (false, "missing; assumed false as the answer lists no bill"),
+            false => (true, "missing; assumed true so the window is split"),
+        };
+        reader.problem("hasNextPage", detail);
+        assumed
+    });
     let items = items.into_iter().filter_map(|item| decode_bill(item, reader.problems())).collect();
-    Ok(BillPage { has_next_page: has_next_page.unwrap_or(true), items })
+    Ok(BillPage { has_next_page, items })
 }
 
 /// The longest bill id kept (the exchange's have 18 digits): ids are held until their
@@ -527,6 +537,23 @@ mod tests {
     }
 
     const MISSING: &str = "missing or null; the bill is counted without it";
+
+    #[test]
+    fn a_page_that_says_more_follow_must_list_some() {
+        let decode = |text: &str| {
+            let mut problems = Vec::new();
+            let page = decode_bill_page(&JsonObject::parse(text.as_bytes()).unwrap(), &mut problems);
+            (page.map(|page| page.has_next_page), problems.iter().map(|p| p.detail).collect::<Vec<_>>())
+        };
+        assert_eq!(
+            decode(r#"{"hasNextPage":true,"items":[]}"#).0,
+            Err("bill answer says more bills follow, yet lists none")
+        );
+        assert_eq!(decode(r#"{"items":[]}"#), (Ok(false), vec!["missing; assumed false as the answer lists no bill"]));
+        let one =
+            r#"{"items":[{"billId":1,"cTime":5,"coin":"USDT","businessType":"deposit","amount":"1","balance":"1"}]}"#;
+        assert_eq!(decode(one), (Ok(true), vec!["missing; assumed true so the window is split"]));
+    }
 
     #[test]
     fn a_page_longer_than_asked_for_is_refused() {
