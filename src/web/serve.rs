@@ -76,12 +76,22 @@ impl WebStack {
         if before.tls.is_some() && self.tls.is_none() {
             dropped.push("the reloaded web config has no TLS: connections are plain HTTP from now on");
         }
+        if before.requires_client_certificates() && self.tls.is_some() && !self.requires_client_certificates() {
+            dropped.push(
+                "the reloaded web config requires no client certificate: TLS clients connect without one from now on",
+            );
+        }
         if before.auth.is_some() && self.auth.is_none() {
             dropped.push(
                 "the reloaded web config has no basic_auth_users: requests are answered without a password from now on",
             );
         }
         dropped
+    }
+
+    fn requires_client_certificates(&self) -> bool {
+        let tls = self.settings.config.as_ref().and_then(|config| config.tls.as_ref());
+        tls.is_some_and(|tls| tls.client_auth.requires_certificate())
     }
 }
 
@@ -195,7 +205,8 @@ impl ConnectionSettings {
     }
 
     fn log_handshake_failure(&self, peer: SocketAddr, error: &std::io::Error) {
-        let probe = error.kind() == std::io::ErrorKind::UnexpectedEof;
+        // A TCP probe (a load balancer's health check) closes at once, some with a reset.
+        let probe = matches!(error.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset);
         match (!probe).then(|| LogLimit::allow(&self.handshake_failures)).flatten() {
             Some(not_logged) => warn!(%peer, %error, failures_not_logged = not_logged,
                 "TLS handshake failed: the client got no answer (check its CA, client certificate and scheme)"),

@@ -193,4 +193,17 @@ fn a_stack_without_the_tls_or_users_of_the_one_before_says_so() {
     );
     assert!(protected.protection_dropped_since(&plain).is_empty());
     assert!(plain.protection_dropped_since(&plain).is_empty());
+    // TLS kept, client certificates no longer asked for.
+    let tls = "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n";
+    let stack = |text: &str| {
+        let settings =
+            WebSettings { config: Some(crate::web::WebConfig::parse(text, dir.path()).unwrap()), ..Default::default() };
+        WebStack::new(Router::new(), settings, None).unwrap()
+    };
+    let mutual = stack(&format!("{tls}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n"));
+    assert_eq!(
+        stack(tls).protection_dropped_since(&mutual),
+        ["the reloaded web config requires no client certificate: TLS clients connect without one from now on"]
+    );
+    assert!(mutual.protection_dropped_since(&stack(tls)).is_empty());
 }
