@@ -63,7 +63,7 @@ impl ClientAuth {
         matches!(self, ClientAuth::VerifyClientCertIfGiven | ClientAuth::RequireAndVerifyClientCert)
     }
 
-    fn requires_certificate(self) -> bool {
+    pub(crate) fn requires_certificate(self) -> bool {
         matches!(self, ClientAuth::RequireAnyClientCert | ClientAuth::RequireAndVerifyClientCert)
     }
 }
@@ -389,6 +389,13 @@ impl TlsSettings {
         let provider = Arc::new(self.provider().map_err(|problem| format!("tls_server_config: {problem}"))?);
         let chain = certificates(&self.certificate)?;
         let key = self.private_key()?;
+        // Read apart from the certificate, so that a key rustls cannot use is not called a misfit.
+        provider.key_provider.load_private_key(key.clone_key()).map_err(|error| {
+            format!(
+                "tls_server_config: the key in {} is of a kind rustls does not serve (it serves RSA of 2,048 bits or more, ECDSA P-256 and P-384, and Ed25519; not P-521 or Ed448): {error}",
+                self.key.name()
+            )
+        })?;
         let verifier = self.client_verifier(&provider)?;
         let mut config = ServerConfig::builder_with_provider(provider)
             .with_protocol_versions(&self.protocol_versions())

@@ -126,6 +126,15 @@ fn a_key_that_does_not_fit_the_certificate_is_named() {
 }
 
 #[test]
+fn a_key_of_a_kind_rustls_does_not_serve_is_not_called_a_misfit() {
+    let dir = TempDir::new();
+    dir.write("server.crt", include_str!("testdata/p521.crt"));
+    dir.write("server.key", include_str!("testdata/p521_pkcs8.pem"));
+    let error = build(&dir, FILES).unwrap_err();
+    assert!(error.contains("the key in server.key is of a kind rustls does not serve"), "{error}");
+}
+
+#[test]
 fn a_broken_key_file_shows_none_of_its_content() {
     let dir = dir_with_pki();
     for content in [
