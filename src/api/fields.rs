@@ -41,7 +41,34 @@ impl DecodeProblem {
         };
         problems.push(problem);
     }
+
+    /// One answer's problems on one line, for a log: each kind once (`record.field: detail`,
+    /// with how many times when more than once), at most [`SUMMARIZED`] kinds.
+    pub fn summary(problems: &[DecodeProblem]) -> String {
+        let mut kinds: Vec<(&DecodeProblem, usize)> = Vec::new();
+        for problem in problems {
+            match kinds.iter_mut().find(|(kind, _)| *kind == problem) {
+                Some((_, times)) => *times += 1,
+                None => kinds.push((problem, 1)),
+            }
+        }
+        let mut parts: Vec<String> = kinds
+            .iter()
+            .take(SUMMARIZED)
+            .map(|(p, times)| {
+                let repeated = if *times > 1 { format!(" ({times} times)") } else { String::new() };
+                format!("{}.{}: {}{repeated}", p.record, p.field, p.detail)
+            })
+            .collect();
+        if kinds.len() > SUMMARIZED {
+            parts.push(format!("{} more kinds", kinds.len() - SUMMARIZED));
+        }
+        parts.join("; ")
+    }
 }
+
+/// The kinds of problem a log line lists; the metric counts every one.
+const SUMMARIZED: usize = 10;
 
 /// A value type that a record field can hold.
 pub trait FieldValue: Sized {
@@ -389,6 +416,26 @@ mod tests {
         assert_eq!(read("0", bool::decode), Ok(false));
         assert_eq!(read("2", bool::decode), Err("not a boolean"));
         assert_eq!(read(r#""yes""#, bool::decode), Err("not a boolean"));
+    }
+
+    #[test]
+    fn a_summary_lists_each_kind_once_with_its_count() {
+        let mut problems = Vec::new();
+        for _ in 0..3 {
+            DecodeProblem::note(&mut problems, "bill", "amount", "not a decimal");
+        }
+        DecodeProblem::note(&mut problems, "collateral", "is_liquidating", "not a boolean");
+        assert_eq!(
+            DecodeProblem::summary(&problems),
+            "bill.amount: not a decimal (3 times); collateral.is_liquidating: not a boolean"
+        );
+        let mut problems = Vec::new();
+        for field in 0..MAX_PROBLEMS + 5 {
+            DecodeProblem::note(&mut problems, "bill", &field.to_string(), "missing");
+        }
+        let summary = DecodeProblem::summary(&problems);
+        assert!(summary.starts_with("bill.0: missing; bill.1: missing;"), "{summary}");
+        assert!(summary.ends_with("; 990 more kinds"), "{summary}");
     }
 
     #[test]

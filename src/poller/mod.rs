@@ -13,6 +13,7 @@ pub mod state;
 pub mod supervisor;
 
 use crate::api::clock::{local_now_ms, steady_now_ms};
+use crate::api::fields::DecodeProblem;
 use crate::api::{Answer, ApiError, Client, Coins, Endpoint};
 use crate::snapshot::counters::BillCounters;
 use crate::snapshot::counters::Loss;
@@ -439,7 +440,7 @@ impl AccountPoller {
         ] {
             if !problems.is_empty() {
                 lock(&self.stats).decode_problems(Endpoint::Bills, problems);
-                warn!(account = self.slot.name(), ?problems, "{what}");
+                warn!(account = self.slot.name(), problems = DecodeProblem::summary(problems), "{what}");
             }
         }
         if let Some(shortfall) = &counted.shortfall {
@@ -477,8 +478,12 @@ impl AccountPoller {
                     ));
                     if !answer.problems.is_empty() {
                         lock(&self.stats).decode_problems(endpoint, &answer.problems);
-                        warn!(account, endpoint = endpoint_name, problems = ?answer.problems,
-                            "some fields of the answer could not be read; the rest was kept");
+                        warn!(
+                            account,
+                            endpoint = endpoint_name,
+                            problems = DecodeProblem::summary(&answer.problems),
+                            "some fields of the answer could not be read; the rest was kept"
+                        );
                     }
                     return Ok(answer.value);
                 }
