@@ -228,11 +228,21 @@ impl Config {
     /// prefix set in it that nothing read.
     pub fn from_environment(cli: &Cli) -> Result<Self, ConfigError> {
         let read = RefCell::new(BTreeSet::new());
+        let not_text = RefCell::new(None);
         let env = |name: &str| {
             read.borrow_mut().insert(name.to_owned());
-            std::env::var(name).ok()
+            let value = std::env::var(name);
+            if let Err(std::env::VarError::NotUnicode(_)) = value {
+                not_text.borrow_mut().get_or_insert_with(|| name.to_owned());
+            }
+            value.ok()
         };
-        let mut config = Self::from_cli(cli, &env)?;
+        let config = Self::from_cli(cli, &env);
+        // Read as unset, it would be called missing, or its default taken.
+        if let Some(name) = not_text.into_inner() {
+            return Err(ConfigError::Invalid(format!("{name} is not UTF-8 text; set it to its value as text")));
+        }
+        let mut config = config?;
         let set = std::env::vars_os().filter_map(|(name, _)| name.into_string().ok());
         config.unknown_variables = environment::unknown(set, &read.into_inner());
         Ok(config)

@@ -230,6 +230,23 @@ fn a_misspelt_variable_is_warned_of_with_the_one_it_misspells() {
 }
 
 #[test]
+fn a_variable_that_is_not_utf8_is_named_as_such() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = scratch_dir("not-utf8");
+    let accounts = dir.join("accounts.yml");
+    let credentials = "{api_key: {env: K}, secret: {env: S}, passphrase: {env: P}}";
+    std::fs::write(&accounts, format!("accounts:\n  - name: main\n    credentials: {credentials}\n")).unwrap();
+    let mut command = Exporter::command(&["--config.check", "--config.file", accounts.to_str().unwrap()]);
+    command.envs([("K", "k"), ("P", "p")]).env("S", std::ffi::OsStr::from_bytes(b"ab\xffcd"));
+    let output = command.stderr(Stdio::piped()).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8(output.stderr).unwrap(),
+        "capi_exporter: error: invalid configuration: S is not UTF-8 text; set it to its value as text\n"
+    );
+}
+
+#[test]
 fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
     let dir = scratch_dir("check");
     let accounts = dir.join("accounts.yml");
