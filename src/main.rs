@@ -56,7 +56,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let reread = Box::new(move || Config::from_environment(&cli));
+    let reread = std::sync::Arc::new(move || Config::from_environment(&cli));
     capi_exporter::app::run(config, reread, capi_exporter::app::shutdown_signal()).await?;
     Ok(())
 }

@@ -37,6 +37,8 @@ pub enum RunError {
     Pollers(std::io::Error),
     #[error(transparent)]
     Config(#[from] ConfigError),
+    #[error("the configuration could not be read again: {0}")]
+    Reread(tokio::task::JoinError),
     #[error(transparent)]
     Web(#[from] crate::web::WebError),
     #[error(transparent)]
@@ -44,7 +46,7 @@ pub enum RunError {
 }
 
 /// Reads the configuration again (flags, `--config.file`, `--web.config.file`), for a reload.
-pub type Reread = Box<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
+pub type Reread = Arc<dyn Fn() -> Result<Config, ConfigError> + Send + Sync>;
 
 /// Runs the exporter until `shutdown` completes, then stops the pollers and returns.
 pub async fn run(
@@ -251,7 +253,10 @@ impl Reloader {
     }
 
     async fn try_reload(&mut self) -> Result<(), RunError> {
-        let config = (self.reread)()?;
+        // On a blocking thread: files of thousands of accounts take a second to read, which
+        // scrapes and probes must not wait for.
+        let reread = Arc::clone(&self.reread);
+        let config = tokio::task::spawn_blocking(move || reread()).await.map_err(RunError::Reread)??;
         let stack = WebStack::new(self.routes.clone(), config.web.clone(), Some(&self.stacks.borrow()))?;
         let plan = self.wiring.plan(&config);
         let (max_age, polled) = (plan.max_age, plan.names());
