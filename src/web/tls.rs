@@ -448,6 +448,11 @@ impl TlsSettings {
             let builder = WebPkiClientVerifier::builder_with_provider(self.client_roots()?, provider.clone());
             Some(builder.build().map_err(|error| format!("tls_server_config: client verification: {error}"))?)
         } else {
+            // Not used to verify, but read as exporter-toolkit reads it: one named that is missing
+            // or holds no certificate is refused, not ignored.
+            if self.client_ca.is_some() {
+                self.client_roots()?;
+            }
             None
         };
         Ok(Arc::new(ClientCertificates {

@@ -48,6 +48,20 @@ fn every_client_auth_type_builds_a_verifier_that_asks_as_go_does() {
 }
 
 #[test]
+fn a_client_ca_named_is_read_even_where_it_verifies_nothing() {
+    let dir = dir_with_pki();
+    dir.write("empty.crt", "");
+    for name in ["RequestClientCert", "RequireAnyClientCert"] {
+        let error =
+            build(&dir, &format!("{FILES}  client_auth_type: {name}\n  client_ca_file: missing.crt\n")).unwrap_err();
+        assert!(error.contains("missing.crt"), "{name}: {error}");
+        let error =
+            build(&dir, &format!("{FILES}  client_auth_type: {name}\n  client_ca_file: empty.crt\n")).unwrap_err();
+        assert!(error.contains("empty.crt"), "{name}: {error}");
+    }
+}
+
+#[test]
 fn cipher_suites_and_curves_narrow_what_is_offered_for_tls_1_2() {
     let dir = dir_with_pki();
     let offered = |text: &str| {
