@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a map of accounts and coin_names")]
 struct FileConfig {
     accounts: Vec<FileAccount>,
     #[serde(default)]
@@ -37,7 +37,7 @@ pub struct AccountsFile {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "an account: a map of name, coin_ids and credentials")]
 struct FileAccount {
     name: String,
     coin_ids: Option<Vec<u64>>,
@@ -45,7 +45,7 @@ struct FileAccount {
 }
 
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a map of api_key, secret and passphrase")]
 struct FileCredentials {
     api_key: CredentialEntry,
     secret: CredentialEntry,
@@ -55,7 +55,7 @@ struct FileCredentials {
 /// Where one credential is read from (exactly one of the two): never the value itself, so the
 /// file can be shared.
 #[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "{env: VARIABLE} or {file: PATH}")]
 struct SecretSource {
     env: Option<String>,
     file: Option<PathBuf>,

@@ -335,3 +335,14 @@ fn a_listen_address_given_twice_is_refused_as_such() {
     let error = Config::from_cli(&cli(&["--web.listen-address", ":9,127.0.0.1:9,[::]:9"]), &env_of(&KEYS)).unwrap_err();
     assert_eq!(error.to_string(), "--web.listen-address [::]:9 is given twice; give each address once");
 }
+
+#[test]
+fn a_misshapen_accounts_file_is_described_in_its_own_words_not_rust_types() {
+    for (yaml, expected) in [
+        ("accounts:\n  - [1]\n", "accounts[0]: invalid type: sequence, expected an account: a map of name, coin_ids and credentials at line 2"),
+        ("accounts:\n  - name: a\n    credentials: 5\n", "expected a map of api_key, secret and passphrase"),
+    ] {
+        let error = parse_accounts(std::path::Path::new("a.yml"), yaml, &[2], &env_of(&[])).unwrap_err().to_string();
+        assert!(error.contains(expected) && !error.contains("struct"), "{error}");
+    }
+}

@@ -111,7 +111,10 @@ impl WebConfig {
 
 /// The file as written; no Debug, as it holds password hashes and possibly a key.
 #[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a map of tls_server_config, http_server_config, basic_auth_users and rate_limit"
+)]
 struct RawConfig {
     tls_server_config: Option<RawTls>,
     http_server_config: Option<RawHttp>,
@@ -148,7 +151,7 @@ impl<'de> Deserialize<'de> for Entries {
 }
 
 #[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a map of tls_server_config's settings")]
 struct RawTls {
     cert: Option<String>,
     key: Option<String>,
@@ -167,14 +170,14 @@ struct RawTls {
 }
 
 #[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a map of http_server_config's settings")]
 struct RawHttp {
     http2: Option<bool>,
     headers: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Default, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "a map of interval and burst")]
 struct RawRateLimit {
     interval: Option<RawDuration>,
     burst: Option<u32>,
