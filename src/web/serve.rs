@@ -209,9 +209,19 @@ impl ConnectionSettings {
         let probe = matches!(error.kind(), std::io::ErrorKind::UnexpectedEof | std::io::ErrorKind::ConnectionReset);
         match (!probe).then(|| LogLimit::allow(&self.handshake_failures)).flatten() {
             Some(not_logged) => warn!(%peer, %error, failures_not_logged = not_logged,
-                "TLS handshake failed: the client got no answer (check its CA, client certificate and scheme)"),
+                "TLS handshake failed: the client got no answer ({})", handshake_advice(error)),
             None => debug!(%peer, %error, "TLS handshake failed"),
         }
+    }
+}
+
+/// What to check after a failed handshake. rustls refuses a client certificate marked as a CA,
+/// which Go, and so node_exporter, accepts: a client moved over from one is told why.
+fn handshake_advice(error: &std::io::Error) -> &'static str {
+    if error.to_string().contains("CaUsedAsEndEntity") {
+        "its client certificate is marked as a CA (CA:TRUE), which rustls refuses: issue it with basicConstraints=CA:FALSE"
+    } else {
+        "check its CA, client certificate and scheme"
     }
 }
 

@@ -19,8 +19,8 @@ use tokio::task::JoinHandle;
 const PATIENCE: Duration = Duration::from_secs(10);
 const PAGE: &str = "the metrics page";
 
-/// A CA, a server certificate for 127.0.0.1 and localhost, a client certificate from the CA,
-/// and a client certificate from another CA; all PEM.
+/// A CA, a server certificate for 127.0.0.1 and localhost, a client certificate from the CA
+/// (and one marked as a CA itself), and a client certificate from another CA; all PEM.
 struct Pki {
     ca: String,
     server_cert: String,
@@ -28,6 +28,7 @@ struct Pki {
     /// Certificate and key together, as `reqwest::Identity::from_pem` takes them.
     client_identity: String,
     foreign_client_identity: String,
+    marked_ca_client_identity: String,
 }
 
 type Issuer = rcgen::CertifiedIssuer<'static, rcgen::KeyPair>;
@@ -41,12 +42,16 @@ impl Pki {
         let (client_cert, client_key) = leaf(&["scraper.example"], rcgen::ExtendedKeyUsagePurpose::ClientAuth, &ca);
         let (foreign_cert, foreign_key) =
             leaf(&["scraper.example"], rcgen::ExtendedKeyUsagePurpose::ClientAuth, &foreign_ca);
+        let marked_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let (marked_cert, marked_key) =
+            leaf_marked(&["scraper.example"], rcgen::ExtendedKeyUsagePurpose::ClientAuth, &ca, marked_ca);
         Pki {
             ca: ca.pem(),
             server_cert,
             server_key,
             client_identity: format!("{client_cert}{client_key}"),
             foreign_client_identity: format!("{foreign_cert}{foreign_key}"),
+            marked_ca_client_identity: format!("{marked_cert}{marked_key}"),
         }
     }
 }
@@ -60,8 +65,19 @@ fn authority(name: &str) -> Issuer {
 }
 
 fn leaf(names: &[&str], usage: rcgen::ExtendedKeyUsagePurpose, issuer: &Issuer) -> (String, String) {
+    leaf_marked(names, usage, issuer, rcgen::IsCa::NoCa)
+}
+
+/// A leaf certificate whose basic constraints say `is_ca`, as `openssl req -x509` marks its own.
+fn leaf_marked(
+    names: &[&str],
+    usage: rcgen::ExtendedKeyUsagePurpose,
+    issuer: &Issuer,
+    is_ca: rcgen::IsCa,
+) -> (String, String) {
     let mut params =
         rcgen::CertificateParams::new(names.iter().map(|name| name.to_string()).collect::<Vec<_>>()).expect("params");
+    params.is_ca = is_ca;
     params.extended_key_usages = vec![usage];
     let key = rcgen::KeyPair::generate().expect("key");
     (params.signed_by(&key, issuer).expect("certificate").pem(), key.serialize_pem())
@@ -412,6 +428,26 @@ async fn the_exporter_binary_serves_its_metrics_over_tls_with_basic_auth() {
     let warned = |what: &str| log.lines().filter(|l| l.contains("level=warn") && l.contains(what)).count();
     assert_eq!(warned("min_version TLS10 means TLS12"), 1, "{log}");
     assert_eq!(warned("tls_server_config.cipher_suites: TLS_RSA_WITH_AES_128_CBC_SHA not offered"), 1, "{log}");
+}
+
+/// rustls refuses a client certificate marked as a CA, which Go accepts: the warning says so, so
+/// that a client moved over from node_exporter is not sent looking at its CA.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_client_certificate_marked_as_a_ca_is_refused_with_a_warning_that_says_why() {
+    let pki = Pki::new();
+    let dir = ConfigDir::new(&pki);
+    let text = format!("{TLS}  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: ca.crt\n");
+    let web_config = dir.write("web.yml", &text);
+    let exporter = common::Exporter::spawn(common::Exporter::command(&[
+        "--demo",
+        "--web.config.file",
+        web_config.to_str().unwrap(),
+    ]));
+    let url = format!("{}/metrics", exporter.url.replace("http://", "https://"));
+    let (status, _) = get_page(&client(&pki, Some(&pki.client_identity)), &url).await.expect("good cert");
+    assert_eq!(status, StatusCode::OK);
+    assert!(get_page(&client(&pki, Some(&pki.marked_ca_client_identity)), &url).await.is_err());
+    exporter.wait_logged("its client certificate is marked as a CA (CA:TRUE), which rustls refuses", 1);
 }
 
 /// 200 connections with wrong passwords at once, then a first-time login with the right one:
