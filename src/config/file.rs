@@ -88,6 +88,7 @@ pub(super) fn load_accounts(path: &Path, default_coins: &[u64], env: Env) -> Res
 /// but the credential files it names.
 pub fn parse_accounts(path: &Path, text: &str, default_coins: &[u64], env: Env) -> Result<AccountsFile, ConfigError> {
     let fail = |reason: String| ConfigError::File { path: path.to_path_buf(), reason };
+    crate::files::check_yaml_nesting(text).map_err(fail)?;
     let parsed: FileConfig = serde_yaml_ng::from_str(text).map_err(|e| fail(without_quoted_value_or_key(e)))?;
     if parsed.accounts.is_empty() {
         return Err(fail("accounts is empty; list at least one account".into()));

@@ -58,6 +58,7 @@ impl WebConfig {
     /// Parses and validates the text of a web configuration; relative paths in it are taken
     /// relative to `base_dir`. Reads no file, and never panics, whatever the text.
     pub fn parse(text: &str, base_dir: &Path) -> Result<WebConfig, WebError> {
+        crate::files::check_yaml_nesting(text).map_err(WebError::config)?;
         let raw: Option<RawConfig> =
             serde_yaml_ng::from_str(text).map_err(|error| WebError::config(without_quoted_value(error)))?;
         let raw = raw.unwrap_or_default();
