@@ -10,7 +10,7 @@ use crate::api::{ApiError, Client, ClientSettings, Credentials, Secret};
 use crate::config::{AccountConfig, Accounts, Config, ConfigError};
 use crate::exposition::Exposition;
 use crate::poller::budget::{AccountBudget, UidWindows, WeightWindow};
-use crate::poller::state::{Forgotten, Opened, StateError, StateStore};
+use crate::poller::state::{Checked, Forgotten, Opened, StateError, StateStore};
 use crate::poller::{PolledAccount, PollerSetup};
 use crate::snapshot::AccountSlot;
 use crate::web::{self, app, AppState, ReloadRequest, WebStack};
@@ -298,15 +298,34 @@ fn listed<'a>(names: impl ExactSizeIterator<Item = &'a str>) -> String {
 /// What `--config.check` prints: that the configuration is valid, then each warning a start
 /// with it would log; or the state file's problem that would stop the start.
 pub fn check(config: &Config) -> Result<Vec<String>, StateError> {
-    let state_file_warning = match &config.state_file {
-        Some(path) => StateStore::check(path)?,
-        None => None,
-    };
     let plan = Plan::new(config, configured_accounts(config));
+    let state_file_warnings = match &config.state_file {
+        Some(path) => state_file_warnings(path, StateStore::check(path)?, config.bills_backfill, &plan.names()),
+        None => Vec::new(),
+    };
     let mut lines = config.check();
-    let warnings = plan.warnings.iter().map(ToString::to_string).chain(state_file_warning);
+    let warnings = plan.warnings.iter().map(ToString::to_string).chain(state_file_warnings);
     lines.extend(warnings.map(|warning| format!("warning: {warning}")));
     Ok(lines)
+}
+
+/// What a start with this state file would warn of, or log as an error, and polling `polled`.
+fn state_file_warnings(path: &std::path::Path, checked: Checked, backfill: Duration, polled: &[String]) -> Vec<String> {
+    let file = path.display();
+    let mut warnings: Vec<String> = checked.invalid.into_iter().collect();
+    warnings.extend(checked.bad_entries.iter().map(|(account, problem)| {
+        format!("state file {file}: the entry of account {account:?} is not valid ({problem}); a start keeps a copy of the file aside, and this account's bill counting begins afresh")
+    }));
+    let unpolled: Vec<&str> =
+        checked.resumed.iter().filter(|name| !polled.contains(name)).map(String::as_str).collect();
+    if !unpolled.is_empty() {
+        warnings.push(format!("state file {file} holds accounts this replica does not poll ({}): a start moves their entries aside (as {file}.unpolled), and one polled here again later counts afresh", listed(unpolled.into_iter())));
+    }
+    let unsaved: Vec<&str> = polled.iter().filter(|name| !checked.resumed.contains(name)).map(String::as_str).collect();
+    if checked.exists && !backfill.is_zero() && !unsaved.is_empty() {
+        warnings.push(format!("{NOT_BACKFILLED}: {}", listed(unsaved.into_iter())));
+    }
+    warnings
 }
 
 /// The accounts a configuration lists: its own, or the demo's.
@@ -370,10 +389,11 @@ fn warn_of_accounts_not_backfilled(backfill: Duration, store: &StateStore, polle
     let unsaved: Vec<&str> =
         polled.iter().map(String::as_str).filter(|name| !saved.iter().any(|s| s == name)).collect();
     if !unsaved.is_empty() {
-        warn!(accounts = %listed(unsaved.into_iter()), backfill = ?backfill,
-            "--bills.backfill applies at the first start only (no state file yet): these accounts have no saved state, and count from their first poll");
+        warn!(accounts = %listed(unsaved.into_iter()), backfill = ?backfill, "{NOT_BACKFILLED}");
     }
 }
+
+const NOT_BACKFILLED: &str = "--bills.backfill applies at the first start only (no state file yet): these accounts have no saved state, and count from their first poll";
 
 /// Opens the state file and says what it found, and whether this is the first start (no file
 /// yet); state that cannot be read or kept aside stops the start, since counting afresh would

@@ -186,6 +186,37 @@ pub struct StateStore {
     _lock: Option<std::fs::File>,
 }
 
+/// What `--config.check` finds in a state file that a start acts on.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// Whether the file exists: `--bills.backfill` applies only to a start without one.
+    pub exists: bool,
+    /// Why the file as a whole is not valid: a start keeps it aside, and every account counts afresh.
+    pub invalid: Option<String>,
+    /// The accounts whose entries a start resumes.
+    pub resumed: Vec<String>,
+    /// The entries not valid, with why: a start copies the file aside, and those accounts count
+    /// afresh.
+    pub bad_entries: Problems,
+}
+
+/// Accounts, each with a problem of its saved entry.
+type Problems = Vec<(String, String)>;
+
+/// The entries that cannot be read, with why; and the entries whose saved ledger check alone
+/// cannot, with why.
+fn examine(accounts: &RawEntries) -> (Problems, Problems) {
+    let (mut bad, mut ledgers) = (Vec::new(), Vec::new());
+    for (account, entry) in accounts {
+        match SavedAccount::read(entry) {
+            Ok((_, Some(problem))) => ledgers.push((account.clone(), problem)),
+            Ok((_, None)) => {}
+            Err(detail) => bad.push((account.clone(), detail)),
+        }
+    }
+    (bad, ledgers)
+}
+
 /// How long a save waits for the one before it, and for its own write: both take milliseconds,
 /// so a wait this long is a file system that stopped answering. The poll goes on, the failure
 /// counted and logged, rather than every poller waiting with nothing said.
@@ -215,14 +246,10 @@ impl StateStore {
             }
         };
         let mut accounts = file.accounts;
-        let mut bad: Vec<(String, String)> = Vec::new();
-        for (account, entry) in &accounts {
-            match SavedAccount::read(entry) {
-                Ok((_, Some(problem))) => warn!(path = %path.display(), account, problem,
-                    "the ledger check saved for this account is not valid; it begins afresh, and the bill counts go on"),
-                Ok((_, None)) => {}
-                Err(detail) => bad.push((account.clone(), detail)),
-            }
+        let (bad, ledgers) = examine(&accounts);
+        for (account, problem) in ledgers {
+            warn!(path = %path.display(), account, problem,
+                "the ledger check saved for this account is not valid; it begins afresh, and the bill counts go on");
         }
         let opened = if bad.is_empty() {
             Opened::Loaded { accounts: accounts.len() }
@@ -240,17 +267,24 @@ impl StateStore {
 
     /// What [`StateStore::open`] would stop at, found without opening the store (no lock, no
     /// file kept aside): a path that is no regular file or cannot be read, a newer format; and
-    /// what it would warn of: a file not valid, which it keeps aside to count afresh.
-    pub fn check(path: &Path) -> Result<Option<String>, StateError> {
+    /// what it would act on: a file or entries not valid, the accounts it would resume.
+    pub fn check(path: &Path) -> Result<Checked, StateError> {
         let path = &followed(path)?;
-        match read(path)?.map(|bytes| parse(path, &bytes)) {
-            Some(Err(error @ StateError::Newer { .. })) => Err(error),
-            Some(Err(error)) => Ok(Some(format!(
-                "{error}; a start keeps it aside as {}{CORRUPT}, and bill counting begins afresh",
-                path.display()
-            ))),
-            _ => Ok(None),
-        }
+        let Some(bytes) = read(path)? else { return Ok(Checked::default()) };
+        let accounts = match parse(path, &bytes) {
+            Ok(file) => file.accounts,
+            Err(error @ StateError::Newer { .. }) => return Err(error),
+            Err(error) => {
+                let invalid = format!(
+                    "{error}; a start keeps it aside as {}{CORRUPT}, and bill counting begins afresh",
+                    path.display()
+                );
+                return Ok(Checked { exists: true, invalid: Some(invalid), ..Checked::default() });
+            }
+        };
+        let (bad_entries, _) = examine(&accounts);
+        let resumed = accounts.into_keys().filter(|name| !bad_entries.iter().any(|(bad, _)| bad == name)).collect();
+        Ok(Checked { exists: true, invalid: None, resumed, bad_entries })
     }
 
     fn new(path: &Path, accounts: RawEntries) -> Self {

@@ -354,6 +354,33 @@ fn config_check_says_valid_or_names_the_problem_and_starts_nothing() {
         "{stdout}"
     );
     assert_eq!(std::fs::read_to_string(&corrupt).unwrap(), r#"{"format":1,"accou"#, "left as it is");
+    // What a start would do to entries: one not valid counts afresh, one of an account not
+    // polled is moved aside, and the backfill skips an account without a saved entry.
+    let entries = dir.join("entries.json");
+    let valid =
+        r#"{"amounts":[],"balances":{},"bills":[],"fill_fees":[],"seen":{},"settled_through":5,"truncated_queries":3}"#;
+    let text =
+        format!(r#"{{"format":1,"accounts":{{"main":{valid},"gone":{valid},"hedge":{{"settled_through":"x"}}}}}}"#);
+    std::fs::write(&entries, &text).unwrap();
+    let (code, stdout, stderr) = check(&keys, &["--state.file", entries.to_str().unwrap(), "--bills.backfill", "1h"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let file = entries.display();
+    let warnings: Vec<&str> = stdout.lines().skip(1).collect();
+    assert_eq!(warnings.len(), 3, "{stdout}");
+    assert!(
+        warnings[0].starts_with(&format!(
+            "capi_exporter: warning: state file {file}: the entry of account \"hedge\" is not valid ("
+        )),
+        "{stdout}"
+    );
+    assert!(
+        warnings[0]
+            .ends_with("); a start keeps a copy of the file aside, and this account's bill counting begins afresh"),
+        "{stdout}"
+    );
+    assert_eq!(warnings[1], format!("capi_exporter: warning: state file {file} holds accounts this replica does not poll (gone): a start moves their entries aside (as {file}.unpolled), and one polled here again later counts afresh"));
+    assert_eq!(warnings[2], "capi_exporter: warning: --bills.backfill applies at the first start only (no state file yet): these accounts have no saved state, and count from their first poll: hedge");
+    assert_eq!(std::fs::read_to_string(&entries).unwrap(), text, "left as it is");
     assert_eq!(
         std::fs::read_dir(&dir)
             .unwrap()
