@@ -58,7 +58,7 @@ pub fn read_config_text(path: &Path) -> Result<String, FileError> {
 /// for 40 s. A configuration nests a few levels.
 const MAX_YAML_FLOW_DEPTH: usize = 1_000;
 
-/// Refuses YAML text that nests flow collections deeper than [`MAX_YAML_FLOW_DEPTH`], before it
+/// Refuses YAML text that nests flow collections deeper than `MAX_YAML_FLOW_DEPTH`, before it
 /// is parsed. Brackets are counted wherever they are (in quoted text too): a rough count, far
 /// from any real configuration either way.
 pub fn check_yaml_nesting(text: &str) -> Result<(), String> {

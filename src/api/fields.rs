@@ -43,7 +43,7 @@ impl DecodeProblem {
     }
 
     /// One answer's problems on one line, for a log: each kind once (`record.field: detail`,
-    /// with how many times when more than once), at most [`SUMMARIZED`] kinds.
+    /// with how many times when more than once), at most `SUMMARIZED` kinds.
     pub fn summary(problems: &[DecodeProblem]) -> String {
         let mut kinds: Vec<(&DecodeProblem, usize)> = Vec::new();
         for problem in problems {
