@@ -316,16 +316,20 @@ fn state_file_warnings(path: &std::path::Path, checked: Checked, backfill: Durat
     warnings.extend(checked.bad_entries.iter().map(|(account, problem)| {
         format!("state file {file}: the entry of account {account:?} is not valid ({problem}); a start keeps a copy of the file aside, and this account's bill counting begins afresh")
     }));
-    let unpolled: Vec<&str> =
-        checked.resumed.iter().filter(|name| !polled.contains(name)).map(String::as_str).collect();
+    let unpolled = not_in(&checked.resumed, polled);
     if !unpolled.is_empty() {
         warnings.push(format!("state file {file} holds accounts this replica does not poll ({}): a start moves their entries aside (as {file}.unpolled), and one polled here again later counts afresh", listed(unpolled.into_iter())));
     }
-    let unsaved: Vec<&str> = polled.iter().filter(|name| !checked.resumed.contains(name)).map(String::as_str).collect();
+    let unsaved = not_in(polled, &checked.resumed);
     if checked.exists && !backfill.is_zero() && !unsaved.is_empty() {
         warnings.push(format!("{NOT_BACKFILLED}: {}", listed(unsaved.into_iter())));
     }
     warnings
+}
+
+/// The names of `names` that `others` lacks: saved accounts not polled, polled ones not saved.
+fn not_in<'a>(names: &'a [String], others: &[String]) -> Vec<&'a str> {
+    names.iter().filter(|name| !others.contains(name)).map(String::as_str).collect()
 }
 
 /// The accounts a configuration lists: its own, or the demo's.
@@ -385,9 +389,7 @@ fn warn_of_accounts_not_backfilled(backfill: Duration, store: &StateStore, polle
     if backfill.is_zero() {
         return;
     }
-    let saved = store.accounts();
-    let unsaved: Vec<&str> =
-        polled.iter().map(String::as_str).filter(|name| !saved.iter().any(|s| s == name)).collect();
+    let unsaved = not_in(polled, &store.accounts());
     if !unsaved.is_empty() {
         warn!(accounts = %listed(unsaved.into_iter()), backfill = ?backfill, "{NOT_BACKFILLED}");
     }
